@@ -1,0 +1,48 @@
+#pragma once
+// What the scaler needs from the gateway, as interfaces the gateway implements, so the
+// dependency points one way (gateway -> scaler) and the scaler is testable with fakes.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "tidegate/common/replica_state.h"
+
+namespace tidegate::scaler {
+
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+// The live routing set of one gateway. Calls may come from any thread.
+class RoutingTarget {
+ public:
+  virtual ~RoutingTarget() = default;
+  // Starts routing `model` traffic to the replica (warm -> active).
+  virtual void activate(const std::string& model, const std::string& replica_id, const Endpoint& endpoint) = 0;
+  // Stops routing new requests to it; `on_drained` runs once in-flight requests reach zero
+  // (immediately if none), from any thread. Requests already queued go to other replicas.
+  virtual void drain(const std::string& model, const std::string& replica_id, std::function<void()> on_drained) = 0;
+  // Forgets the replica (after drain, or when it died).
+  virtual void remove(const std::string& model, const std::string& replica_id) = 0;
+};
+
+// The gateway's view of demand for one model, sampled about once a second.
+struct GatewaySignals {
+  std::size_t queue_depth = 0;      // requests waiting in the admission queue
+  double queue_wait_p90_s = 0;      // recent queue wait
+  double oldest_wait_s = 0;         // age of the oldest queued request
+  std::size_t in_flight = 0;        // requests being served by replicas
+  std::map<std::string, std::size_t> in_flight_by_replica;
+  std::map<std::string, bool> replica_healthy;  // passive+active health as the gateway sees it
+};
+
+class SignalSource {
+ public:
+  virtual ~SignalSource() = default;
+  virtual GatewaySignals sample(const std::string& model) const = 0;
+};
+
+}  // namespace tidegate::scaler
