@@ -1,0 +1,103 @@
+#pragma once
+// Replica lifecycle of one model pool: starting -> warm -> active -> draining -> stopped.
+// A plain state machine driven by step(now, desired): no clock or thread of its own, so
+// tests drive it with a fake actuator and fake time, and the live Scaler ticks it.
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tidegate/common/replica_state.h"
+#include "tidegate/scaler/actuator.h"
+#include "tidegate/scaler/routing.h"
+
+namespace tidegate::scaler {
+
+struct LifecycleConfig {
+  int warm_pool_size = 0;          // ready, unrouted replicas kept for instant scale-up
+  double startup_timeout_s = 600;  // never healthy within this: stopped, replaced, reported
+  double drain_timeout_s = 900;    // generous: in-flight generations finish before a stop
+  int max_parallel_starts = 0;     // 0 = unlimited
+};
+
+// Cost accounting charges by state, so every transition is published.
+using StateListener = std::function<void(const std::string& replica_id, const std::string& model,
+                                         const std::string& replica_class, ReplicaState state, double t)>;
+
+struct ReplicaInfo {
+  std::string id;
+  Endpoint endpoint;
+  ReplicaState state = ReplicaState::kStarting;
+  double since = 0;           // entered this state
+  double created = 0;         // asked for / first seen
+  bool placeholder = false;   // asked for, not visible yet (Kubernetes pending pod)
+  bool drain_to_warm = false; // demotion: back to the warm pool once drained
+};
+
+// Faults and notable transitions, kept for GET /admin/scaler.
+struct PoolEvent {
+  double t = 0;
+  std::string replica_id;
+  std::string kind;  // "startup_timeout", "died", "drain_timeout", "start_failed"
+  std::string detail;
+};
+
+struct PoolCounts {
+  int starting = 0, warm = 0, active = 0, draining = 0;
+};
+
+class PoolController final {
+ public:
+  PoolController(std::string model, std::string replica_class, LifecycleConfig config, Actuator& actuator,
+                 RoutingTarget& routing, StateListener listener = {});
+  ~PoolController();
+  PoolController(const PoolController&) = delete;
+  PoolController& operator=(const PoolController&) = delete;
+
+  // One control step: reconcile with what the actuator sees, then move toward
+  // `desired_active` routed replicas plus the warm pool. `gateway` (optional) picks the
+  // least busy replica to drain.
+  void step(double now, int desired_active, const GatewaySignals* gateway = nullptr);
+
+  // Stops routing and stops every replica (shutdown); drains are not awaited.
+  void shutdown(double now);
+
+  PoolCounts counts() const;
+  std::vector<ReplicaInfo> replicas() const;
+  const std::deque<PoolEvent>& events() const { return events_; }
+  std::uint64_t replaced_total() const { return replaced_; }
+  const LifecycleConfig& config() const { return config_; }
+  void set_warm_pool_size(int n) { config_.warm_pool_size = n; }
+
+ private:
+  struct Record {
+    ReplicaInfo info;
+    std::shared_ptr<std::atomic<bool>> drained;  // set by on_drained from any thread
+  };
+
+  void set_state(Record& r, ReplicaState s, double now);
+  void reconcile(double now, const PoolObservation& obs);
+  void expire(double now);
+  void converge(double now, int desired_active, const GatewaySignals* gateway);
+  void stop_replica(Record& r, double now, bool routed);
+  void report(double now, const std::string& id, const std::string& kind, const std::string& detail);
+  void forget_stopped();
+
+  std::string model_;
+  std::string class_;
+  LifecycleConfig config_;
+  Actuator& actuator_;
+  RoutingTarget& routing_;
+  StateListener listener_;
+  std::vector<Record> records_;
+  std::set<std::string> tombstones_;  // stopped ids an actuator may still list for a while
+  std::deque<PoolEvent> events_;
+  std::uint64_t next_placeholder_ = 0;
+  std::uint64_t replaced_ = 0;
+};
+
+}  // namespace tidegate::scaler

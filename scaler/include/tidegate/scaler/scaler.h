@@ -1,0 +1,93 @@
+#pragma once
+// The live scaler: one thread ticking every `tick` (1 s): sample signals, decide (pure
+// policy), step each pool's lifecycle controller through its actuator. The gateway owns it:
+//
+//   auto cfg = tidegate::scaler::parse_scaler_config(root["scaler"], "scaler");
+//   tidegate::scaler::ScalerOptions opts;
+//   opts.listener = [&](auto& id, auto& model, auto& cls, auto state, double t) {
+//     costs.replica_state(id, model, cls, state, t); };
+//   tidegate::scaler::Scaler scaler(cfg, routing_target, &signal_source, &registry, opts);
+//   scaler.start();           // ... scaler.stop() before routing_target goes away
+#include <boost/json.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tidegate/scaler/config.h"
+#include "tidegate/scaler/lifecycle.h"
+#include "tidegate/scaler/policy.h"
+#include "tidegate/scaler/routing.h"
+#include "tidegate/scaler/sampler.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace tidegate::scaler {
+
+struct ScalerOptions {
+  // Seconds on a monotonic clock; passed to listeners and decisions. Default: steady_clock.
+  std::function<double()> clock;
+  StateListener listener;
+  // Builds each pool's actuator; default picks by config kind.
+  std::function<std::unique_ptr<Actuator>(const ModelPoolConfig&)> make_actuator;
+  // GET for /metrics scrapes and DCGM; default: HTTP with a 500 ms deadline.
+  Fetcher fetch;
+};
+
+class ScalerMetrics;
+
+class Scaler final {
+ public:
+  // `signals` may be null (engine metrics only); `registry` may be null (no metrics).
+  // Both `routing` and `signals` must outlive the Scaler (or stop() must have returned).
+  Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routing, const SignalSource* signals,
+         prometheus::Registry* registry, ScalerOptions options = {});
+  ~Scaler();
+  Scaler(const Scaler&) = delete;
+  Scaler& operator=(const Scaler&) = delete;
+
+  void start();  // spawns the tick thread; the first tick runs at once
+  // Stops the thread; with stop_replicas, replicas are removed from routing and stopped.
+  void stop(bool stop_replicas = true);
+
+  // One pass over every pool. The thread calls it; tests may call it when not started.
+  void tick();
+
+  // GET /admin/scaler: per pool limits, replica states, recent decisions and faults.
+  boost::json::object admin_state() const;
+  // Admin call: changes min/max replicas at run time. False (with *error) for an unknown
+  // model or min > max, min < 0, min == 0 without scale_to_zero.
+  bool set_limits(const std::string& model, int min_replicas, int max_replicas, std::string* error = nullptr);
+
+  std::vector<Decision> recent_decisions(const std::string& model) const;
+  PoolCounts counts(const std::string& model) const;
+
+ private:
+  struct Pool;
+  void tick_pool(Pool& pool, double now);
+  double now() const;
+
+  std::shared_ptr<const ScalerConfig> config_;
+  RoutingTarget& routing_;
+  const SignalSource* signals_;
+  ScalerOptions options_;
+  std::unique_ptr<ScalerMetrics> metrics_;
+  std::unique_ptr<NvmlGpuUtil> nvml_;
+  std::vector<std::unique_ptr<Pool>> pools_;
+
+  std::mutex tick_mutex_;            // one tick at a time (thread vs. a direct call)
+  mutable std::mutex state_mutex_;   // guards the snapshots the admin API reads, and limits
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tidegate::scaler

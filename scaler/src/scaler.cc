@@ -1,0 +1,273 @@
+#include "tidegate/scaler/scaler.h"
+
+#include <chrono>
+#include <ctime>
+#include <deque>
+#include <set>
+
+#include "http_client.h"
+#include "scaler_metrics.h"
+#include "tidegate/common/log.h"
+#include "tidegate/scaler/actuators.h"
+
+namespace tidegate::scaler {
+namespace json = boost::json;
+
+struct Scaler::Pool {
+  ModelPoolConfig config;  // policy limits may change at run time (guarded by state_mutex_)
+  std::unique_ptr<Actuator> actuator;
+  std::unique_ptr<PoolController> controller;
+  std::unique_ptr<SignalSampler> sampler;
+  PolicyState policy_state;
+  // Snapshots for the admin API (state_mutex_).
+  std::deque<Decision> decisions;
+  std::vector<ReplicaInfo> replicas;
+  std::deque<PoolEvent> events;
+  std::set<std::string> missing;
+  PoolCounts counts;
+  ActuatorStats stats;
+};
+
+namespace {
+
+std::unique_ptr<Actuator> default_actuator(const ModelPoolConfig& c) {
+  switch (c.actuator) {
+    case ActuatorKind::kProcess: return make_process_actuator(c.process);
+    case ActuatorKind::kKubernetes: return make_kubernetes_actuator(c.kubernetes);
+    case ActuatorKind::kStatic: return make_static_actuator(c.fixed);
+  }
+  return nullptr;
+}
+
+json::object signals_json(const Signals& s) {
+  json::object o;
+  auto put = [&](const char* k, const std::optional<double>& v) { o[k] = v ? json::value(*v) : json::value(nullptr); };
+  put("concurrency", s.concurrency);
+  put("queue", s.queue);
+  put("gpu_util", s.gpu_util);
+  put("kv_usage", s.kv_usage);
+  return o;
+}
+
+json::object decision_json(const Decision& d) {
+  json::array sigs;
+  for (const auto& r : d.signals)
+    sigs.push_back(json::object{{"signal", r.signal},
+                                {"stable_value", r.stable_value},
+                                {"panic_value", r.panic_value},
+                                {"target", r.target},
+                                {"stable_desired", r.stable_desired},
+                                {"panic_desired", r.panic_desired},
+                                {"within_tolerance", r.within_tolerance}});
+  return json::object{{"t", d.t},
+                      {"active", d.active},
+                      {"starting", d.starting},
+                      {"desired", d.desired},
+                      {"direction", std::string(to_string(d.direction))},
+                      {"panic", d.panic},
+                      {"reason_code", d.reason_code},
+                      {"reason", d.reason},
+                      {"inputs", signals_json(d.inputs)},
+                      {"signals", std::move(sigs)}};
+}
+
+}  // namespace
+
+Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routing, const SignalSource* signals,
+               prometheus::Registry* registry, ScalerOptions options)
+    : config_(std::move(config)), routing_(routing), signals_(signals), options_(std::move(options)) {
+  if (!options_.make_actuator) options_.make_actuator = default_actuator;
+  if (!options_.fetch) {
+    options_.fetch = [](const std::string& url) -> std::optional<std::string> {
+      auto r = http::get(url, 0.5);
+      if (!r.ok() || r.status != 200) return std::nullopt;
+      return std::move(r.body);
+    };
+  }
+  if (registry) metrics_ = std::make_unique<ScalerMetrics>(*registry);
+  bool want_nvml = false;
+  for (const auto& p : config_->pools) want_nvml = want_nvml || (p.signals.nvml && p.signals.dcgm_url.empty());
+  if (want_nvml) {
+    nvml_ = std::make_unique<NvmlGpuUtil>();
+    if (!nvml_->available()) log::info("scaler.nvml_unavailable", {{"why", nvml_->why_unavailable()}});
+  }
+  for (const auto& pc : config_->pools) {
+    auto pool = std::make_unique<Pool>();
+    pool->config = pc;
+    pool->actuator = options_.make_actuator(pc);
+    pool->controller = std::make_unique<PoolController>(pc.model, pc.replica_class, pc.lifecycle, *pool->actuator,
+                                                        routing_, options_.listener);
+    pool->sampler = std::make_unique<SignalSampler>(pc.signals, options_.fetch, nvml_.get());
+    pools_.push_back(std::move(pool));
+  }
+}
+
+Scaler::~Scaler() { stop(true); }
+
+double Scaler::now() const {
+  if (options_.clock) return options_.clock();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Scaler::start() {
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard lock(wake_mutex_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] {
+    const auto period = std::chrono::duration<double>(config_->tick_s);
+    auto next = std::chrono::steady_clock::now();
+    while (true) {
+      tick();
+      next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(period);
+      if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now();  // overran: no catch-up burst
+      std::unique_lock lock(wake_mutex_);
+      if (wake_.wait_until(lock, next, [this] { return stopping_; })) return;
+    }
+  });
+}
+
+void Scaler::stop(bool stop_replicas) {
+  {
+    std::lock_guard lock(wake_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (!stop_replicas) return;
+  std::lock_guard lock(tick_mutex_);
+  for (auto& p : pools_) p->controller->shutdown(now());
+}
+
+void Scaler::tick() {
+  std::lock_guard lock(tick_mutex_);
+  const double t = now();
+  for (auto& p : pools_) {
+    try {
+      tick_pool(*p, t);
+    } catch (const std::exception& e) {
+      // A bad tick (an actuator's surprise) must not stop scaling of the other pools.
+      log::error("scaler.tick_failed", {{"model", p->config.model}, {"error", e.what()}});
+    }
+  }
+}
+
+void Scaler::tick_pool(Pool& p, double t) {
+  PolicyConfig policy;
+  {
+    std::lock_guard lock(state_mutex_);
+    policy = p.config.policy;
+  }
+  const auto before = p.controller->counts();
+  std::vector<Endpoint> active;
+  for (const auto& r : p.controller->replicas())
+    if (r.state == ReplicaState::kActive) active.push_back(r.endpoint);
+
+  SampleDetail detail;
+  PolicyInput in;
+  in.t = t;
+  in.signals = p.sampler->sample(signals_, active, &detail);
+  const std::time_t wall = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&wall, &utc);
+  in.time_of_day_s = utc.tm_hour * 3600.0 + utc.tm_min * 60.0 + utc.tm_sec;
+  in.weekday = utc.tm_wday;
+  in.active = before.active;
+  in.starting = before.starting;
+  in.warm = before.warm;
+  Decision d = decide(policy, p.policy_state, in);
+  if (d.direction != Direction::kHold)
+    log::info("scaler.decision", {{"model", p.config.model}, {"desired", d.desired}, {"active", d.active},
+                                  {"starting", d.starting}, {"direction", std::string(to_string(d.direction))},
+                                  {"reason", d.reason}});
+
+  p.controller->step(t, d.desired, detail.gateway ? &*detail.gateway : nullptr);
+
+  const auto counts = p.controller->counts();
+  const auto stats = p.actuator->stats();
+  if (metrics_) metrics_->record(p.config.model, d, counts, stats, p.controller->replaced_total());
+  std::lock_guard lock(state_mutex_);
+  p.decisions.push_back(std::move(d));
+  while (p.decisions.size() > config_->decisions_kept) p.decisions.pop_front();
+  p.replicas = p.controller->replicas();
+  p.events = p.controller->events();
+  p.missing = p.sampler->missing();
+  p.counts = counts;
+  p.stats = stats;
+}
+
+json::object Scaler::admin_state() const {
+  constexpr std::size_t kDecisionsShown = 50;
+  std::lock_guard lock(state_mutex_);
+  json::array pools;
+  for (const auto& p : pools_) {
+    json::array replicas, events, decisions, missing;
+    for (const auto& r : p->replicas)
+      replicas.push_back(json::object{{"id", r.id},
+                                      {"endpoint", r.endpoint.host + ":" + std::to_string(r.endpoint.port)},
+                                      {"state", std::string(to_string(r.state))},
+                                      {"since", r.since},
+                                      {"pending", r.placeholder}});
+    for (const auto& e : p->events)
+      events.push_back(json::object{{"t", e.t}, {"replica", e.replica_id}, {"kind", e.kind}, {"detail", e.detail}});
+    for (auto it = p->decisions.rbegin(); it != p->decisions.rend() && decisions.size() < kDecisionsShown; ++it)
+      decisions.push_back(decision_json(*it));
+    for (const auto& m : p->missing) missing.push_back(json::value(m));
+    const auto& pol = p->config.policy;
+    pools.push_back(json::object{
+        {"model", p->config.model},
+        {"replica_class", p->config.replica_class},
+        {"actuator", std::string(p->actuator->kind())},
+        {"limits", json::object{{"min_replicas", pol.min_replicas}, {"max_replicas", pol.max_replicas},
+                                {"scale_to_zero", pol.scale_to_zero}}},
+        {"warm_pool_size", p->config.lifecycle.warm_pool_size},
+        {"counts", json::object{{"starting", p->counts.starting}, {"warm", p->counts.warm},
+                                {"active", p->counts.active}, {"draining", p->counts.draining}}},
+        {"replicas", std::move(replicas)},
+        {"faults", std::move(events)},
+        {"missing_signals", std::move(missing)},
+        {"actuator_errors", p->stats.errors},
+        {"actuator_retries", p->stats.retries},
+        {"actuator_last_error", p->stats.last_error},
+        {"decisions", std::move(decisions)}});
+  }
+  return json::object{{"tick_s", config_->tick_s}, {"pools", std::move(pools)}};
+}
+
+bool Scaler::set_limits(const std::string& model, int min_replicas, int max_replicas, std::string* error) {
+  std::lock_guard lock(state_mutex_);
+  for (auto& p : pools_) {
+    if (p->config.model != model) continue;
+    PolicyConfig next = p->config.policy;
+    next.min_replicas = min_replicas;
+    next.max_replicas = max_replicas;
+    try {
+      validate(next);
+    } catch (const std::invalid_argument& e) {
+      if (error) *error = e.what();
+      return false;
+    }
+    p->config.policy = next;
+    log::info("scaler.limits_changed", {{"model", model}, {"min_replicas", min_replicas}, {"max_replicas", max_replicas}});
+    return true;
+  }
+  if (error) *error = "unknown model '" + model + "'";
+  return false;
+}
+
+std::vector<Decision> Scaler::recent_decisions(const std::string& model) const {
+  std::lock_guard lock(state_mutex_);
+  for (const auto& p : pools_)
+    if (p->config.model == model) return {p->decisions.begin(), p->decisions.end()};
+  return {};
+}
+
+PoolCounts Scaler::counts(const std::string& model) const {
+  std::lock_guard lock(state_mutex_);
+  for (const auto& p : pools_)
+    if (p->config.model == model) return p->counts;
+  return {};
+}
+
+}  // namespace tidegate::scaler

@@ -1,0 +1,57 @@
+#include "scaler_metrics.h"
+
+namespace tidegate::scaler {
+
+ScalerMetrics::ScalerMetrics(prometheus::Registry& r)
+    : replicas_(prometheus::BuildGauge().Name("tidegate_replicas").Help("Replicas by lifecycle state").Register(r)),
+      desired_(prometheus::BuildGauge()
+                   .Name("tidegate_scaler_desired_replicas")
+                   .Help("Active replicas the policy wants")
+                   .Register(r)),
+      decisions_(prometheus::BuildCounter()
+                     .Name("tidegate_scaler_decisions_total")
+                     .Help("Scaling decisions by direction and reason code")
+                     .Register(r)),
+      actuator_errors_(prometheus::BuildCounter()
+                           .Name("tidegate_scaler_actuator_errors_total")
+                           .Help("Actuator failures after retries (API errors, failed spawns)")
+                           .Register(r)),
+      actuator_retries_(prometheus::BuildCounter()
+                            .Name("tidegate_scaler_actuator_retries_total")
+                            .Help("Retried actuator API calls")
+                            .Register(r)),
+      faults_(prometheus::BuildCounter()
+                  .Name("tidegate_scaler_replicas_replaced_total")
+                  .Help("Replicas replaced after a startup timeout or a death")
+                  .Register(r)),
+      signal_(prometheus::BuildGauge()
+                  .Name("tidegate_scaler_signal")
+                  .Help("Signal values the policy saw on its last tick")
+                  .Register(r)) {}
+
+void ScalerMetrics::record(const std::string& model, const Decision& d, const PoolCounts& c, const ActuatorStats& stats,
+                           std::uint64_t faults) {
+  replicas_.Add({{"model", model}, {"state", "starting"}}).Set(c.starting);
+  replicas_.Add({{"model", model}, {"state", "warm"}}).Set(c.warm);
+  replicas_.Add({{"model", model}, {"state", "active"}}).Set(c.active);
+  replicas_.Add({{"model", model}, {"state", "draining"}}).Set(c.draining);
+  desired_.Add({{"model", model}}).Set(d.desired);
+  decisions_.Add({{"model", model}, {"direction", std::string(to_string(d.direction))}, {"reason", d.reason_code}})
+      .Increment();
+  // The actuator and controller own the counting; these counters catch up to them.
+  auto catch_up = [&](prometheus::Family<prometheus::Counter>& f, std::uint64_t total) {
+    auto& c = f.Add({{"model", model}});
+    if (static_cast<double>(total) > c.Value()) c.Increment(static_cast<double>(total) - c.Value());
+  };
+  catch_up(actuator_errors_, stats.errors);
+  catch_up(actuator_retries_, stats.retries);
+  catch_up(faults_, faults);
+  const std::pair<const char*, const std::optional<double>*> sigs[] = {{"concurrency", &d.inputs.concurrency},
+                                                                        {"queue", &d.inputs.queue},
+                                                                        {"gpu_util", &d.inputs.gpu_util},
+                                                                        {"kv_usage", &d.inputs.kv_usage}};
+  for (const auto& [name, v] : sigs)
+    if (*v) signal_.Add({{"model", model}, {"signal", name}}).Set(**v);
+}
+
+}  // namespace tidegate::scaler
