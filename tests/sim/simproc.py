@@ -1,0 +1,37 @@
+"""Starts a real tidegate-sim on a free port and stops it; shared by the sim tests and benches."""
+import os
+import select
+import subprocess
+import time
+
+
+class Sim:
+    def __init__(self, binary, *flags, wait_ready=True):
+        self.proc = subprocess.Popen([binary, "--port", "0", *map(str, flags)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 10)
+        if not ready:
+            self.stop()
+            raise RuntimeError("tidegate-sim printed nothing in 10 s")
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"unexpected first line {line!r}: {self.proc.stderr.read()}")
+        self.addr = line.split()[-1]
+        self.url = f"http://{self.addr}"
+        self.port = int(self.addr.rsplit(":", 1)[1])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
