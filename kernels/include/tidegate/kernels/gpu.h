@@ -1,0 +1,48 @@
+#pragma once
+// The GPU path behind the cache's interfaces: a CUDA flat inner-product index and a CUDA
+// MiniLM encoder. Every factory answers nullptr plus a reason instead of throwing when the GPU
+// path cannot run (built without CUDA, no device, no driver, model missing), so the caller can
+// fall back to the CPU implementation with one log line.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "tidegate/cache/embedder.h"
+#include "tidegate/cache/vector_index.h"
+
+namespace tidegate::kernels {
+
+// True when this binary was compiled with the CUDA kernels (TIDEGATE_HAVE_CUDA).
+bool built_with_cuda();
+
+// True when at least one CUDA device is usable. No driver (libcuda absent), an old driver or
+// zero devices all answer false with `why` set; never throws, never aborts.
+bool gpu_available(std::string* why);
+
+// Largest k the GPU index answers in one search (the per-warp top-k list is one warp wide).
+inline constexpr std::size_t kGpuMaxK = 32;
+
+// Flat inner-product index on device 0: vectors stored as fp16 (rows padded to a multiple of
+// 16 elements), scores accumulated in fp32. dim must be a positive multiple of 8 and at most
+// 2048. search() throws std::invalid_argument for k > kGpuMaxK and std::runtime_error on CUDA
+// failures; add() throws std::invalid_argument on a duplicate id.
+std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why);
+
+struct GpuEncoderOptions {
+  // Upper bound on sequences run as one forward pass; larger embed() calls are split.
+  std::size_t max_batch = 64;
+  // How long the batcher waits for more concurrent calls after the first one arrives.
+  std::size_t max_wait_us = 300;
+  // 0 keeps the model's max_seq_length (256); a smaller value truncates earlier.
+  std::size_t max_seq_length = 0;
+};
+
+// all-MiniLM-L6-v2 forward pass on device 0: fp16 weights and activations, cuBLAS GEMMs with fp32
+// accumulation and fused kernels, fed by a
+// micro-batcher thread that owns the CUDA stream. name() is "minilm-gpu"; dim() is 384.
+// embed() is thread-safe and throws std::runtime_error when the deadline passes first.
+std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string& model_dir,
+                                                          const GpuEncoderOptions& options,
+                                                          std::string* why);
+
+}  // namespace tidegate::kernels

@@ -1,0 +1,31 @@
+// Built instead of the CUDA sources when TIDEGATE_HAVE_CUDA is off: same API, always "no".
+#include "tidegate/kernels/gpu.h"
+
+namespace tidegate::kernels {
+
+namespace {
+constexpr const char* kReason = "tidegate was built without CUDA (TIDEGATE_CUDA=OFF or no nvcc)";
+void set(std::string* why) {
+  if (why) *why = kReason;
+}
+}  // namespace
+
+bool built_with_cuda() { return false; }
+
+bool gpu_available(std::string* why) {
+  set(why);
+  return false;
+}
+
+std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t, std::string* why) {
+  set(why);
+  return nullptr;
+}
+
+std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string&, const GpuEncoderOptions&,
+                                                          std::string* why) {
+  set(why);
+  return nullptr;
+}
+
+}  // namespace tidegate::kernels
