@@ -1,0 +1,86 @@
+#pragma once
+// The `cache:` config section, parsed once into an immutable object (parse_cache_config in
+// semantic_cache.h). Every field has a default so `cache: {enabled: true}` is a working cache.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace tidegate::cache {
+
+struct EmbedderConfig {
+  std::string type = "minilm";  // minilm | openai | hash
+  std::string model_dir;        // minilm: folder with model.safetensors + vocab.txt
+  std::string url;              // openai: base URL, e.g. http://127.0.0.1:8080/v1
+  std::string model;            // openai: model name sent in the request
+  std::string api_key_env;      // openai: name of the environment variable holding the key
+  double timeout_s = 2.0;       // per embed call
+  int threads = 1;              // encoder threads (minilm)
+  int max_batch = 32;           // texts per encoder call
+  int dim = 384;                // hash: output dimension
+};
+
+struct IndexConfig {
+  enum class Type { kHnsw, kFlat };
+  Type type = Type::kHnsw;
+  int hnsw_m = 32;
+  int ef_construction = 64;
+  int ef_search = 64;
+  // A scope stays on an exact flat index until it holds this many entries; only then is it
+  // rebuilt as HNSW (when type is hnsw). Flat search over a few thousand 384-d vectors is
+  // already sub-millisecond and exact, and most scopes (per conversation) stay tiny.
+  std::size_t flat_max = 4096;
+  // HNSW cannot delete: removals are tombstones, and the scope is rebuilt when they exceed
+  // this fraction of its vectors.
+  double rebuild_fraction = 0.25;
+};
+
+struct ContextConfig {
+  enum class Mode { kScope, kWindow };
+  // kScope: embed the last user message; all earlier turns are hashed into the scope.
+  // kWindow: embed the last `turns` messages; earlier ones are ignored (looser, opt-in).
+  Mode mode = Mode::kScope;
+  int turns = 1;
+};
+
+// Per model pool (keyed by the public model name).
+struct ModelCacheConfig {
+  std::optional<bool> enabled;
+  std::optional<double> threshold;
+  bool shared = false;  // entries are shared across tenants
+  std::optional<double> ttl_s;
+  std::optional<ContextConfig> context;
+};
+
+struct CacheConfig {
+  bool enabled = false;
+  EmbedderConfig embedder;
+  IndexConfig index;
+  // Cosine similarity a hit needs. Default measured with tidegate-cache-eval on the shared
+  // Quora dev set for precision >= 0.95 with minilm (bench/RESULTS.md).
+  double threshold = 0.92;
+  ContextConfig context;
+  std::map<std::string, ModelCacheConfig> models;
+  double ttl_s = 24 * 3600.0;
+  double max_ttl_s = 7 * 24 * 3600.0;  // ceiling for the per-request x-tidegate-cache-ttl
+  std::uint64_t max_entries = 100000;
+  std::uint64_t max_bytes = 1ull << 30;
+  double max_temperature = 1.0;  // requests above this bypass
+  bool cache_tool_calls = false;
+  std::size_t max_prompt_bytes = 4096;  // longer embedded text bypasses (see README)
+  std::string data_dir;                 // empty: memory only
+  double snapshot_interval_s = 300;
+  std::uint64_t snapshot_log_bytes = 64ull << 20;  // snapshot early when the log grows past this
+  double lookup_timeout_s = 0.25;
+  int workers = 2;
+  std::size_t max_queue = 1024;  // pending lookups beyond this bypass ("overloaded")
+
+  double threshold_for(const std::string& model) const;
+  bool shared_for(const std::string& model) const;
+  double ttl_for(const std::string& model) const;
+  bool enabled_for(const std::string& model) const;
+  const ContextConfig& context_for(const std::string& model) const;
+};
+
+}  // namespace tidegate::cache

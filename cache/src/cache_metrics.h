@@ -1,0 +1,44 @@
+#pragma once
+// Prometheus metrics of the cache, all prefixed tidegate_cache_. Reasons are a fixed, small
+// set of strings (policy.cc and semantic_cache_impl.cc), so label cardinality stays bounded.
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "tidegate/cache/semantic_cache.h"
+
+namespace tidegate::cache {
+
+class CacheMetrics final {
+ public:
+  explicit CacheMetrics(prometheus::Registry& registry);
+
+  void lookup(CacheStatus status, const std::string& reason);
+  void evicted(std::string_view reason);
+  void persist_error(std::string_view op);
+
+  prometheus::Histogram& hit_similarity;
+  prometheus::Histogram& embed_seconds;
+  prometheus::Histogram& search_seconds;
+  prometheus::Gauge& entries;
+  prometheus::Gauge& bytes;
+  prometheus::Counter& inserts;
+  prometheus::Counter& prompt_tokens_saved;
+  prometheus::Counter& completion_tokens_saved;
+  prometheus::Counter& insert_skipped;
+
+ private:
+  prometheus::Family<prometheus::Counter>& lookups_;
+  prometheus::Family<prometheus::Counter>& evictions_;
+  prometheus::Family<prometheus::Counter>& persist_errors_;
+  std::mutex mu_;
+  std::unordered_map<std::string, prometheus::Counter*> lookup_cache_;
+};
+
+}  // namespace tidegate::cache

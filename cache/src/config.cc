@@ -1,0 +1,178 @@
+// Parsing of the `cache:` section. Unknown keys are rejected so typos fail at startup.
+#include <yaml-cpp/yaml.h>
+
+#include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/semantic_cache.h"
+#include "tidegate/common/config_error.h"
+
+namespace tidegate::cache {
+namespace {
+
+ContextConfig parse_context(const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping {mode, turns}");
+  yaml_reject_unknown(node, path, {"mode", "turns"});
+  ContextConfig c;
+  const auto mode = yaml_string(node, "mode", path, std::string("scope"));
+  if (mode == "scope") {
+    c.mode = ContextConfig::Mode::kScope;
+  } else if (mode == "window") {
+    c.mode = ContextConfig::Mode::kWindow;
+  } else {
+    throw ConfigError(path_join(path, "mode"), yaml_line(node["mode"]), "expected scope or window");
+  }
+  c.turns = static_cast<int>(yaml_int(node, "turns", path, 1, 1, 64));
+  return c;
+}
+
+EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
+  EmbedderConfig e;
+  if (!node) return e;
+  if (node.IsScalar()) {  // shorthand: `embedder: hash`
+    e.type = node.Scalar();
+  } else {
+    if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
+    yaml_reject_unknown(node, path,
+                        {"type", "model_dir", "url", "model", "api_key_env", "timeout", "threads", "max_batch", "dim"});
+    e.type = yaml_string(node, "type", path, e.type);
+    e.model_dir = yaml_string(node, "model_dir", path, e.model_dir);
+    e.url = yaml_string(node, "url", path, e.url);
+    e.model = yaml_string(node, "model", path, e.model);
+    e.api_key_env = yaml_string(node, "api_key_env", path, e.api_key_env);
+    e.timeout_s = yaml_seconds(node, "timeout", path, e.timeout_s);
+    e.threads = static_cast<int>(yaml_int(node, "threads", path, e.threads, 1, 64));
+    e.max_batch = static_cast<int>(yaml_int(node, "max_batch", path, e.max_batch, 1, 4096));
+    e.dim = static_cast<int>(yaml_int(node, "dim", path, e.dim, 8, 4096));
+  }
+  if (e.type != "minilm" && e.type != "openai" && e.type != "hash")
+    throw ConfigError(path_join(path, "type"), yaml_line(node), "expected minilm, openai or hash");
+  if (e.type == "openai" && e.url.empty())
+    throw ConfigError(path_join(path, "url"), yaml_line(node), "required for the openai embedder");
+  if (e.timeout_s <= 0) throw ConfigError(path_join(path, "timeout"), yaml_line(node), "must be > 0");
+  return e;
+}
+
+IndexConfig parse_index(const YAML::Node& node, const std::string& path) {
+  IndexConfig ix;
+  if (!node) return ix;
+  YAML::Node map = node;
+  std::string type;
+  if (node.IsScalar()) {  // shorthand: `index: flat`
+    type = node.Scalar();
+    map = YAML::Node();
+  } else {
+    if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected hnsw, flat or a mapping");
+    yaml_reject_unknown(node, path, {"type", "m", "ef_construction", "ef_search", "flat_max", "rebuild_fraction"});
+    type = yaml_string(node, "type", path, std::string("hnsw"));
+  }
+  if (type == "hnsw") {
+    ix.type = IndexConfig::Type::kHnsw;
+  } else if (type == "flat") {
+    ix.type = IndexConfig::Type::kFlat;
+  } else {
+    throw ConfigError(node.IsScalar() ? path : path_join(path, "type"), yaml_line(node), "expected hnsw or flat");
+  }
+  if (map) {
+    ix.hnsw_m = static_cast<int>(yaml_int(map, "m", path, ix.hnsw_m, 4, 128));
+    ix.ef_construction = static_cast<int>(yaml_int(map, "ef_construction", path, ix.ef_construction, 8, 4096));
+    ix.ef_search = static_cast<int>(yaml_int(map, "ef_search", path, ix.ef_search, 1, 4096));
+    ix.flat_max = static_cast<std::size_t>(yaml_int(map, "flat_max", path, static_cast<std::int64_t>(ix.flat_max), 0));
+    ix.rebuild_fraction = yaml_double(map, "rebuild_fraction", path, ix.rebuild_fraction, 0.01, 0.9);
+  }
+  return ix;
+}
+
+double parse_threshold(const YAML::Node& node, const std::string& path, double fallback) {
+  return yaml_double(node, "threshold", path, fallback, 0.0, 1.0);
+}
+
+}  // namespace
+
+std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path) {
+  auto c = std::make_shared<CacheConfig>();
+  if (!node || node.IsNull()) return c;  // absent section: cache off
+  if (node.IsScalar()) {                 // `cache: true|false`
+    try {
+      c->enabled = node.as<bool>();
+    } catch (const YAML::Exception&) {
+      throw ConfigError(path, yaml_line(node), "expected true, false or a mapping");
+    }
+    return c;
+  }
+  if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
+  yaml_reject_unknown(node, path,
+                      {"enabled", "embedder", "index", "threshold", "context", "models", "ttl", "max_ttl",
+                       "max_entries", "max_bytes", "max_temperature", "cache_tool_calls", "max_prompt_bytes",
+                       "data_dir", "snapshot_interval", "snapshot_log_bytes", "lookup_timeout", "workers",
+                       "max_queue"});
+  c->enabled = yaml_bool(node, "enabled", path, true);
+  c->embedder = parse_embedder(node["embedder"], path_join(path, "embedder"));
+  c->index = parse_index(node["index"], path_join(path, "index"));
+  c->threshold = parse_threshold(node, path, c->threshold);
+  if (node["context"]) c->context = parse_context(node["context"], path_join(path, "context"));
+  c->ttl_s = yaml_seconds(node, "ttl", path, c->ttl_s);
+  c->max_ttl_s = yaml_seconds(node, "max_ttl", path, std::max(c->max_ttl_s, c->ttl_s));
+  if (c->ttl_s <= 0) throw ConfigError(path_join(path, "ttl"), yaml_line(node["ttl"]), "must be > 0");
+  c->max_entries = static_cast<std::uint64_t>(
+      yaml_int(node, "max_entries", path, static_cast<std::int64_t>(c->max_entries), 1));
+  c->max_bytes = yaml_bytes(node, "max_bytes", path, c->max_bytes);
+  if (c->max_bytes < 4096)
+    throw ConfigError(path_join(path, "max_bytes"), yaml_line(node["max_bytes"]), "must be at least 4KiB");
+  c->max_temperature = yaml_double(node, "max_temperature", path, c->max_temperature, 0.0, 10.0);
+  c->cache_tool_calls = yaml_bool(node, "cache_tool_calls", path, c->cache_tool_calls);
+  c->max_prompt_bytes = static_cast<std::size_t>(
+      yaml_int(node, "max_prompt_bytes", path, static_cast<std::int64_t>(c->max_prompt_bytes), 16, 1 << 20));
+  c->data_dir = yaml_string(node, "data_dir", path, c->data_dir);
+  c->snapshot_interval_s = yaml_seconds(node, "snapshot_interval", path, c->snapshot_interval_s);
+  c->snapshot_log_bytes = yaml_bytes(node, "snapshot_log_bytes", path, c->snapshot_log_bytes);
+  c->lookup_timeout_s = yaml_seconds(node, "lookup_timeout", path, c->lookup_timeout_s);
+  if (c->lookup_timeout_s <= 0)
+    throw ConfigError(path_join(path, "lookup_timeout"), yaml_line(node["lookup_timeout"]), "must be > 0");
+  c->workers = static_cast<int>(yaml_int(node, "workers", path, c->workers, 1, 64));
+  c->max_queue = static_cast<std::size_t>(yaml_int(node, "max_queue", path, static_cast<std::int64_t>(c->max_queue), 1));
+
+  if (const auto models = node["models"]) {
+    const auto mpath = path_join(path, "models");
+    if (!models.IsMap()) throw ConfigError(mpath, yaml_line(models), "expected a mapping of model name to settings");
+    for (const auto& kv : models) {
+      const auto name = kv.first.Scalar();
+      const auto p = mpath + "." + name;
+      const auto& m = kv.second;
+      if (!m.IsMap()) throw ConfigError(p, yaml_line(m), "expected a mapping");
+      yaml_reject_unknown(m, p, {"enabled", "threshold", "shared", "ttl", "context"});
+      ModelCacheConfig mc;
+      if (m["enabled"]) mc.enabled = yaml_bool(m, "enabled", p);
+      if (m["threshold"]) mc.threshold = parse_threshold(m, p, 0);
+      mc.shared = yaml_bool(m, "shared", p, false);
+      if (m["ttl"]) {
+        mc.ttl_s = yaml_seconds(m, "ttl", p);
+        if (*mc.ttl_s <= 0) throw ConfigError(path_join(p, "ttl"), yaml_line(m["ttl"]), "must be > 0");
+      }
+      if (m["context"]) mc.context = parse_context(m["context"], path_join(p, "context"));
+      c->models.emplace(name, mc);
+    }
+  }
+  return c;
+}
+
+double CacheConfig::threshold_for(const std::string& model) const {
+  const auto it = models.find(model);
+  return it != models.end() && it->second.threshold ? *it->second.threshold : threshold;
+}
+bool CacheConfig::shared_for(const std::string& model) const {
+  const auto it = models.find(model);
+  return it != models.end() && it->second.shared;
+}
+double CacheConfig::ttl_for(const std::string& model) const {
+  const auto it = models.find(model);
+  return it != models.end() && it->second.ttl_s ? *it->second.ttl_s : ttl_s;
+}
+bool CacheConfig::enabled_for(const std::string& model) const {
+  const auto it = models.find(model);
+  return enabled && (it == models.end() || !it->second.enabled || *it->second.enabled);
+}
+const ContextConfig& CacheConfig::context_for(const std::string& model) const {
+  const auto it = models.find(model);
+  return it != models.end() && it->second.context ? *it->second.context : context;
+}
+
+}  // namespace tidegate::cache

@@ -1,0 +1,205 @@
+#include "tidegate/cache/entry_store.h"
+
+#include <chrono>
+
+#include "tidegate/cache/policy.h"
+
+namespace tidegate::cache {
+namespace {
+
+std::string text_key(const std::string& text) { return sha256_hex(text); }
+
+}  // namespace
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::size_t Entry::bytes() const {
+  // Payload plus a fixed allowance for the map, LRU node and index bookkeeping.
+  return scope_key.size() + model.size() + tenant.size() + text.size() + answer.content.size() +
+         answer.finish_reason.size() + vector.size() * sizeof(float) + 256;
+}
+
+std::string_view to_string(EvictReason r) {
+  switch (r) {
+    case EvictReason::kTtl: return "ttl";
+    case EvictReason::kEntries: return "max_entries";
+    case EvictReason::kBytes: return "max_bytes";
+    case EvictReason::kAdmin: return "admin";
+    case EvictReason::kReplaced: return "replaced";
+  }
+  return "unknown";
+}
+
+EntryStore::EntryStore(std::size_t dim, IndexConfig index, std::uint64_t max_entries, std::uint64_t max_bytes)
+    : dim_(dim), index_config_(index), max_entries_(max_entries), max_bytes_(max_bytes) {}
+
+void EntryStore::insert(Entry entry, const EvictFn& on_evict) {
+  if (entry.vector.size() != dim_) throw std::invalid_argument("entry vector has the wrong dimension");
+  if (entry.id == 0) entry.id = next_id();
+  reserve_ids_above(entry.id);
+  std::unique_lock lock(mu_);
+  auto& scope = scopes_[entry.scope_key];
+  if (!scope.index)
+    scope.index = std::make_shared<FaissVectorIndex>(dim_, index_config_, IndexConfig::Type::kFlat);
+  const auto tk = text_key(entry.text);
+  if (const auto it = scope.by_text.find(tk); it != scope.by_text.end())
+    erase_locked(it->second, EvictReason::kReplaced, on_evict);
+  auto& sc = scopes_[entry.scope_key];  // erase_locked may have dropped and recreated nothing; re-fetch
+  if (!sc.index) sc.index = std::make_shared<FaissVectorIndex>(dim_, index_config_, IndexConfig::Type::kFlat);
+  const auto id = entry.id;
+  const auto vid = static_cast<std::int64_t>(id);
+  sc.index->add(1, entry.vector.data(), &vid);
+  sc.by_text[tk] = id;
+  bytes_ += entry.bytes();
+  std::list<std::uint64_t>::iterator pos;
+  {
+    std::lock_guard l(lru_mu_);
+    lru_.push_front(id);
+    pos = lru_.begin();
+  }
+  entries_.emplace(id, Slot{std::move(entry), pos});
+  while (entries_.size() > max_entries_ || bytes_ > max_bytes_) {
+    const bool by_count = entries_.size() > max_entries_;
+    std::uint64_t victim;
+    {
+      std::lock_guard l(lru_mu_);
+      victim = lru_.back();
+    }
+    erase_locked(victim, by_count ? EvictReason::kEntries : EvictReason::kBytes, on_evict);
+  }
+}
+
+bool EntryStore::erase_locked(std::uint64_t id, EvictReason reason, const EvictFn& on_evict) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return false;
+  const auto& e = it->second.entry;
+  if (on_evict) on_evict(e, reason);
+  const auto sit = scopes_.find(e.scope_key);
+  if (sit != scopes_.end()) {
+    sit->second.index->remove(static_cast<std::int64_t>(id));
+    sit->second.by_text.erase(text_key(e.text));
+    if (sit->second.by_text.empty()) scopes_.erase(sit);
+  }
+  bytes_ -= e.bytes();
+  {
+    std::lock_guard l(lru_mu_);
+    lru_.erase(it->second.lru);
+  }
+  entries_.erase(it);
+  return true;
+}
+
+std::optional<Match> EntryStore::best(const std::string& scope_key, const float* query, std::int64_t now_ms) const {
+  std::shared_lock lock(mu_);
+  const auto sit = scopes_.find(scope_key);
+  if (sit == scopes_.end()) return std::nullopt;
+  // A few candidates so that an expired best match does not hide a live second one.
+  constexpr std::size_t kCandidates = 4;
+  const auto hits = sit->second.index->search(1, query, kCandidates);
+  for (const auto& h : hits) {
+    if (h.id < 0) break;
+    const auto it = entries_.find(static_cast<std::uint64_t>(h.id));
+    if (it == entries_.end()) continue;
+    const auto& e = it->second.entry;
+    // Belt and braces: the index is per scope, but never serve across scopes even if a bug
+    // put a vector in the wrong index.
+    if (e.scope_key != scope_key || e.expired(now_ms)) continue;
+    std::lock_guard l(lru_mu_);  // last_hit_ms is written under it
+    return Match{e, h.score};
+  }
+  return std::nullopt;
+}
+
+void EntryStore::touch(std::uint64_t id, std::int64_t now_ms) {
+  std::shared_lock lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  std::lock_guard l(lru_mu_);
+  // Entry fields other than last_hit_ms are immutable once stored; last_hit_ms is only
+  // read and written under lru_mu_.
+  const_cast<Entry&>(it->second.entry).last_hit_ms = now_ms;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+}
+
+bool EntryStore::erase(std::uint64_t id, const EvictFn& on_evict) {
+  std::unique_lock lock(mu_);
+  return erase_locked(id, EvictReason::kAdmin, on_evict);
+}
+
+std::size_t EntryStore::erase_matching(const std::optional<std::string>& tenant,
+                                       const std::optional<std::string>& model, const EvictFn& on_evict) {
+  std::unique_lock lock(mu_);
+  std::vector<std::uint64_t> victims;
+  for (const auto& [id, slot] : entries_)
+    if ((!tenant || slot.entry.tenant == *tenant) && (!model || slot.entry.model == *model)) victims.push_back(id);
+  for (auto id : victims) erase_locked(id, EvictReason::kAdmin, on_evict);
+  return victims.size();
+}
+
+std::size_t EntryStore::expire(std::int64_t now_ms, const EvictFn& on_evict) {
+  std::vector<std::uint64_t> victims;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, slot] : entries_)
+      if (slot.entry.expired(now_ms)) victims.push_back(id);
+  }
+  if (victims.empty()) return 0;
+  std::unique_lock lock(mu_);
+  std::size_t n = 0;
+  for (auto id : victims) {
+    const auto it = entries_.find(id);
+    if (it != entries_.end() && it->second.entry.expired(now_ms)) n += erase_locked(id, EvictReason::kTtl, on_evict);
+  }
+  return n;
+}
+
+std::size_t EntryStore::maintain_indexes() {
+  std::vector<std::pair<std::shared_ptr<FaissVectorIndex>, IndexConfig::Type>> work;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [key, scope] : scopes_) {
+      const auto& ix = scope.index;
+      if (index_config_.type == IndexConfig::Type::kHnsw && ix->type() == IndexConfig::Type::kFlat &&
+          ix->size() > index_config_.flat_max)
+        work.emplace_back(ix, IndexConfig::Type::kHnsw);
+      else if (ix->needs_compaction())
+        work.emplace_back(ix, ix->type());
+    }
+  }
+  // Outside the store lock: a rebuild of a big scope must not stall inserts.
+  for (auto& [ix, type] : work) ix->compact(type);
+  return work.size();
+}
+
+std::vector<Entry> EntryStore::copy_all() const {
+  std::shared_lock lock(mu_);
+  std::lock_guard l(lru_mu_);
+  std::vector<Entry> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, slot] : entries_) out.push_back(slot.entry);
+  return out;
+}
+
+std::size_t EntryStore::size() const {
+  std::shared_lock lock(mu_);
+  return entries_.size();
+}
+std::uint64_t EntryStore::bytes() const {
+  std::shared_lock lock(mu_);
+  return bytes_;
+}
+std::size_t EntryStore::scopes() const {
+  std::shared_lock lock(mu_);
+  return scopes_.size();
+}
+
+void EntryStore::reserve_ids_above(std::uint64_t id) {
+  auto cur = next_id_.load();
+  while (cur <= id && !next_id_.compare_exchange_weak(cur, id + 1)) {
+  }
+}
+
+}  // namespace tidegate::cache

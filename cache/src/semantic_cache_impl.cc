@@ -1,0 +1,365 @@
+#include "semantic_cache_impl.h"
+
+#include "tidegate/cache/policy.h"
+#include "tidegate/common/log.h"
+
+namespace tidegate::cache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string vector_key(const CachePlan& plan) { return plan.scope_key + '\n' + plan.text; }
+
+LookupResult bypass_result(std::string reason) {
+  LookupResult r;
+  r.status = CacheStatus::kBypass;
+  r.reason = std::move(reason);
+  return r;
+}
+
+}  // namespace
+
+void RecentVectors::put(const std::string& key, std::vector<float> v) {
+  std::lock_guard lock(mu_);
+  if (auto it = map_.find(key); it != map_.end()) {
+    order_.erase(it->second.second);
+    map_.erase(it);
+  }
+  order_.push_front(key);
+  map_.emplace(key, std::make_pair(std::move(v), order_.begin()));
+  while (map_.size() > capacity_) {
+    map_.erase(order_.back());
+    order_.pop_back();
+  }
+}
+
+std::optional<std::vector<float>> RecentVectors::get(const std::string& key) {
+  std::lock_guard lock(mu_);
+  const auto it = map_.find(key);
+  if (it == map_.end()) return std::nullopt;
+  return it->second.first;
+}
+
+struct SemanticCacheImpl::LookupState {
+  std::function<void(LookupResult)> done;
+  std::atomic<bool> fired{false};
+  // Returns false when the answer was already given (by the worker or the deadline watch).
+  bool fire(LookupResult r) {
+    if (fired.exchange(true)) return false;
+    done(std::move(r));
+    return true;
+  }
+};
+
+SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
+                                     std::shared_ptr<Embedder> embedder)
+    : config_(std::move(config)),
+      embedder_(std::move(embedder)),
+      metrics_(registry),
+      store_(embedder_->dim(), config_->index, config_->max_entries, config_->max_bytes),
+      workers_(config_->workers) {
+  load();
+  last_snapshot_ = Clock::now();
+  maintenance_ = std::thread([this] { maintenance_loop(); });
+}
+
+SemanticCacheImpl::~SemanticCacheImpl() { shutdown(); }
+
+void SemanticCacheImpl::load() {
+  if (config_->data_dir.empty()) return;
+  try {
+    persistence_ = std::make_unique<Persistence>(config_->data_dir);
+    auto loaded = persistence_->load(embedder_->dim());
+    const auto now = now_unix_ms();
+    std::size_t restored = 0, expired = 0;
+    for (auto& e : loaded.entries) {
+      if (e.expired(now)) {
+        ++expired;
+        continue;
+      }
+      store_.insert(std::move(e), {});
+      ++restored;
+    }
+    load_problems_ = std::move(loaded.problems);
+    for (const auto& p : load_problems_) log::error("cache.load_problem", {{"dir", config_->data_dir}, {"problem", p}});
+    log::info("cache.loaded", {{"dir", config_->data_dir}, {"entries", restored}, {"expired", expired},
+                               {"problems", load_problems_.size()}});
+    // Fold the replayed logs into one snapshot so the next start reads one file.
+    persistence_->snapshot([this] { return store_.copy_all(); });
+  } catch (const std::exception& e) {
+    log::error("cache.data_dir_unusable", {{"dir", config_->data_dir}, {"error", e.what()}});
+    load_problems_.push_back(std::string("data_dir unusable: ") + e.what());
+    persistence_.reset();  // serve from memory only
+  }
+  update_gauges();
+}
+
+CachePlan SemanticCacheImpl::plan(const RequestView& request) const {
+  auto p = make_plan(*config_, request);
+  if (stopped_) {
+    p.read = p.write = false;
+    p.status_without_hit = CacheStatus::kBypass;
+    p.reason = "shutdown";
+  }
+  // Requests that never reach lookup() are counted here, once per request.
+  if (!p.read) {
+    if (p.status_without_hit == CacheStatus::kBypass) ++bypasses_;
+    metrics_.lookup(p.status_without_hit, p.reason);
+  }
+  return p;
+}
+
+void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline,
+                               std::function<void(LookupResult)> done) {
+  auto state = std::make_shared<LookupState>();
+  state->done = std::move(done);
+  auto fail = [this](const std::shared_ptr<LookupState>& s, const char* reason) {
+    if (s->fire(bypass_result(reason))) {
+      ++bypasses_;
+      metrics_.lookup(CacheStatus::kBypass, reason);
+    }
+  };
+  if (!plan.read) return fail(state, "not-readable");
+  if (stopped_) return fail(state, "shutdown");
+  deadline = std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(config_->lookup_timeout_s)));
+  watch_.at(deadline, [this, state, fail] {
+    if (state->fired.load()) return;
+    ++timeouts_;
+    fail(state, "timeout");
+  });
+  const bool queued = workers_.post(
+      [this, state, plan, fail](bool stopping) {
+        if (state->fired.load()) return;
+        if (stopping) return fail(state, "shutdown");
+        run_lookup(state, plan);
+      },
+      config_->max_queue);
+  if (!queued) fail(state, stopped_ ? "shutdown" : "overloaded");
+}
+
+void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan) {
+  LookupResult r;
+  const auto t0 = Clock::now();
+  std::vector<float> v;
+  try {
+    v = embedder_->embed({plan.text}, t0 + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(config_->embedder.timeout_s)));
+    if (v.size() != embedder_->dim()) throw std::runtime_error("embedder returned a wrong-sized vector");
+  } catch (const std::exception& e) {
+    ++embed_errors_;
+    if (state->fire(bypass_result("embedder-error"))) {
+      ++bypasses_;
+      metrics_.lookup(CacheStatus::kBypass, "embedder-error");
+      log::warn("cache.embed_failed", {{"error", e.what()}});
+    }
+    return;
+  }
+  r.embed_s = seconds_since(t0);
+  const auto t1 = Clock::now();
+  const auto now_ms = now_unix_ms();
+  auto match = store_.best(plan.scope_key, v.data(), now_ms);
+  r.search_s = seconds_since(t1);
+  recent_.put(vector_key(plan), std::move(v));
+
+  const bool hit = match && match->similarity >= config_->threshold_for(plan.model) &&
+                   match->entry.tenant == plan.tenant && match->entry.model == plan.model;
+  if (hit) {
+    r.status = CacheStatus::kHit;
+    r.answer = match->entry.answer;
+    r.entry_id = match->entry.id;
+    r.similarity = match->similarity;
+    r.age_s = static_cast<double>(now_ms - match->entry.created_ms) / 1000.0;
+  } else {
+    r.status = CacheStatus::kMiss;
+    if (match) r.similarity = match->similarity;  // best below threshold, for logs
+  }
+  const auto embed_s = r.embed_s, search_s = r.search_s;
+  const auto tokens = r.answer;
+  if (!state->fire(std::move(r))) return;  // the deadline answered first
+  metrics_.embed_seconds.Observe(embed_s);
+  metrics_.search_seconds.Observe(search_s);
+  if (hit) {
+    store_.touch(match->entry.id, now_ms);
+    ++hits_;
+    metrics_.lookup(CacheStatus::kHit, "");
+    metrics_.hit_similarity.Observe(match->similarity);
+    metrics_.prompt_tokens_saved.Increment(static_cast<double>(tokens.prompt_tokens));
+    metrics_.completion_tokens_saved.Increment(static_cast<double>(tokens.completion_tokens));
+  } else {
+    ++misses_;
+    metrics_.lookup(CacheStatus::kMiss, "");
+  }
+}
+
+void SemanticCacheImpl::insert(const CachePlan& plan, CachedAnswer answer) {
+  if (!plan.write || stopped_) return;
+  // Errors, tool calls and answers cut short (client gone, content_filter) are never stored.
+  if ((answer.finish_reason != "stop" && answer.finish_reason != "length") || answer.content.empty() ||
+      !is_valid_utf8(answer.content)) {
+    metrics_.insert_skipped.Increment();
+    return;
+  }
+  const bool queued = workers_.post(
+      [this, plan, answer = std::move(answer)](bool) { run_insert(plan, answer); }, config_->max_queue);
+  if (!queued) metrics_.insert_skipped.Increment();
+}
+
+EntryStore::EvictFn SemanticCacheImpl::collector(std::vector<std::uint64_t>& ids) {
+  return [this, &ids](const Entry& e, EvictReason why) {
+    ids.push_back(e.id);
+    metrics_.evicted(to_string(why));
+  };
+}
+
+void SemanticCacheImpl::log_erasures(const std::vector<std::uint64_t>& ids) {
+  if (!persistence_) return;
+  for (auto id : ids) persistence_->append_erase(id);
+}
+
+void SemanticCacheImpl::run_insert(const CachePlan& plan, const CachedAnswer& answer) {
+  Entry e;
+  if (auto v = recent_.get(vector_key(plan))) {
+    e.vector = std::move(*v);
+  } else {
+    try {
+      e.vector = embedder_->embed({plan.text}, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                std::chrono::duration<double>(config_->embedder.timeout_s)));
+    } catch (const std::exception& ex) {
+      ++embed_errors_;
+      metrics_.insert_skipped.Increment();
+      return;
+    }
+    if (e.vector.size() != embedder_->dim()) {
+      metrics_.insert_skipped.Increment();
+      return;
+    }
+  }
+  e.id = store_.next_id();
+  e.scope_key = plan.scope_key;
+  e.model = plan.model;
+  e.tenant = plan.tenant;
+  e.text = plan.text;
+  e.answer = answer;
+  e.created_ms = e.last_hit_ms = now_unix_ms();
+  e.ttl_s = plan.ttl_s > 0 ? plan.ttl_s : config_->ttl_for(plan.model);
+  std::vector<std::uint64_t> evicted;
+  // The store first, the log second: see persistence.h for why this order is safe.
+  const Entry copy = persistence_ ? e : Entry{};
+  store_.insert(std::move(e), collector(evicted));
+  metrics_.inserts.Increment();
+  if (persistence_) persistence_->append_insert(copy);
+  log_erasures(evicted);
+  update_gauges();
+}
+
+boost::json::object SemanticCacheImpl::stats() const {
+  boost::json::object s;
+  s["entries"] = store_.size();
+  s["bytes"] = store_.bytes();
+  s["scopes"] = store_.scopes();
+  s["max_entries"] = config_->max_entries;
+  s["max_bytes"] = config_->max_bytes;
+  s["hits"] = hits_.load();
+  s["misses"] = misses_.load();
+  s["bypasses"] = bypasses_.load();
+  s["timeouts"] = timeouts_.load();
+  s["embed_errors"] = embed_errors_.load();
+  s["embedder"] = embedder_->name();
+  s["dim"] = embedder_->dim();
+  s["index"] = config_->index.type == IndexConfig::Type::kHnsw ? "hnsw" : "flat";
+  s["threshold"] = config_->threshold;
+  s["queued"] = workers_.queued();
+  boost::json::object p;
+  p["data_dir"] = config_->data_dir;
+  p["enabled"] = persistence_ != nullptr;
+  if (persistence_) {
+    p["log_bytes"] = persistence_->log_bytes();
+    p["write_errors"] = persistence_->write_errors();
+  }
+  boost::json::array problems;
+  for (const auto& x : load_problems_) problems.emplace_back(x);
+  p["load_problems"] = std::move(problems);
+  s["persistence"] = std::move(p);
+  return s;
+}
+
+std::size_t SemanticCacheImpl::erase(const std::optional<std::string>& tenant,
+                                     const std::optional<std::string>& model) {
+  std::vector<std::uint64_t> ids;
+  const auto n = store_.erase_matching(tenant, model, collector(ids));
+  log_erasures(ids);
+  update_gauges();
+  return n;
+}
+
+bool SemanticCacheImpl::erase_entry(std::uint64_t id) {
+  std::vector<std::uint64_t> ids;
+  const bool ok = store_.erase(id, collector(ids));
+  log_erasures(ids);
+  update_gauges();
+  return ok;
+}
+
+void SemanticCacheImpl::update_gauges() {
+  metrics_.entries.Set(static_cast<double>(store_.size()));
+  metrics_.bytes.Set(static_cast<double>(store_.bytes()));
+}
+
+void SemanticCacheImpl::maintain(bool force_snapshot) {
+  std::lock_guard lock(maint_mu_);
+  std::vector<std::uint64_t> ids;
+  store_.expire(now_unix_ms(), collector(ids));
+  log_erasures(ids);
+  store_.maintain_indexes();
+  update_gauges();
+  if (!persistence_) return;
+  persistence_->sync();
+  const bool due = seconds_since(last_snapshot_) >= config_->snapshot_interval_s ||
+                   persistence_->log_bytes() >= config_->snapshot_log_bytes;
+  if (force_snapshot || due) {
+    persistence_->snapshot([this] { return store_.copy_all(); });
+    last_snapshot_ = Clock::now();
+  }
+  const auto errors = persistence_->write_errors();
+  if (errors > persist_errors_reported_) {
+    for (auto i = persist_errors_reported_; i < errors; ++i) metrics_.persist_error("write");
+    persist_errors_reported_ = errors;
+  }
+}
+
+void SemanticCacheImpl::maintenance_loop() {
+  std::unique_lock lock(stop_mu_);
+  while (!stop_requested_) {
+    stop_cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stop_requested_) break;
+    lock.unlock();
+    try {
+      maintain(false);
+    } catch (const std::exception& e) {
+      log::error("cache.maintenance_failed", {{"error", e.what()}});
+    }
+    lock.lock();
+  }
+}
+
+void SemanticCacheImpl::shutdown() {
+  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_requested_ = true;
+  }
+  stop_cv_.notify_all();
+  if (maintenance_.joinable()) maintenance_.join();
+  workers_.stop();  // queued lookups answer "shutdown", queued inserts still run
+  watch_.stop();
+  try {
+    maintain(true);
+  } catch (const std::exception& e) {
+    log::error("cache.final_flush_failed", {{"error", e.what()}});
+  }
+}
+
+}  // namespace tidegate::cache

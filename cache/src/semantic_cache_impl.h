@@ -1,0 +1,84 @@
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "cache_metrics.h"
+#include "deadline_watch.h"
+#include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/embedder.h"
+#include "tidegate/cache/entry_store.h"
+#include "tidegate/cache/persistence.h"
+#include "tidegate/cache/semantic_cache.h"
+#include "worker_pool.h"
+
+namespace tidegate::cache {
+
+// Vectors embedded at lookup, kept briefly so the insert after a miss does not embed again.
+class RecentVectors final {
+ public:
+  explicit RecentVectors(std::size_t capacity) : capacity_(capacity) {}
+  void put(const std::string& key, std::vector<float> v);
+  std::optional<std::vector<float>> get(const std::string& key);
+
+ private:
+  std::mutex mu_;
+  std::size_t capacity_;
+  std::list<std::string> order_;
+  std::unordered_map<std::string, std::pair<std::vector<float>, std::list<std::string>::iterator>> map_;
+};
+
+class SemanticCacheImpl final : public SemanticCache {
+ public:
+  SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
+                    std::shared_ptr<Embedder> embedder);
+  ~SemanticCacheImpl() override;
+
+  CachePlan plan(const RequestView& request) const override;
+  void lookup(const CachePlan& plan, std::chrono::steady_clock::time_point deadline,
+              std::function<void(LookupResult)> done) override;
+  void insert(const CachePlan& plan, CachedAnswer answer) override;
+  boost::json::object stats() const override;
+  std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) override;
+  bool erase_entry(std::uint64_t id) override;
+  void shutdown() override;
+
+  // Runs one maintenance pass now (TTL, index rebuilds, fsync, snapshot if due); for tests.
+  void maintain(bool force_snapshot);
+
+ private:
+  struct LookupState;
+  void run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan);
+  void run_insert(const CachePlan& plan, const CachedAnswer& answer);
+  void load();
+  void log_erasures(const std::vector<std::uint64_t>& ids);
+  EntryStore::EvictFn collector(std::vector<std::uint64_t>& ids);
+  void maintenance_loop();
+  void update_gauges();
+
+  const std::shared_ptr<const CacheConfig> config_;
+  const std::shared_ptr<Embedder> embedder_;
+  mutable CacheMetrics metrics_;
+  EntryStore store_;
+  std::unique_ptr<Persistence> persistence_;
+  RecentVectors recent_{2048};
+  std::vector<std::string> load_problems_;
+  std::atomic<std::uint64_t> hits_{0}, misses_{0}, timeouts_{0}, embed_errors_{0};
+  mutable std::atomic<std::uint64_t> bypasses_{0};
+  std::uint64_t persist_errors_reported_ = 0;
+  std::chrono::steady_clock::time_point last_snapshot_;
+  std::mutex maint_mu_;  // one maintenance pass at a time
+  std::atomic<bool> stopped_{false};
+  DeadlineWatch watch_;
+  WorkerPool workers_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_requested_ = false;
+  std::thread maintenance_;
+};
+
+}  // namespace tidegate::cache

@@ -1,0 +1,108 @@
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/semantic_cache.h"
+#include "tidegate/common/config_error.h"
+
+using namespace tidegate::cache;
+
+namespace {
+std::shared_ptr<const CacheConfig> parse(const std::string& yaml) {
+  const auto root = YAML::Load(yaml);
+  return parse_cache_config(root["cache"], "cache");
+}
+}  // namespace
+
+TEST(CacheConfig, AbsentSectionIsOff) {
+  EXPECT_FALSE(parse("other: 1\n")->enabled);
+  EXPECT_FALSE(parse("cache: false\n")->enabled);
+  EXPECT_TRUE(parse("cache: true\n")->enabled);
+}
+
+TEST(CacheConfig, FullSection) {
+  const auto c = parse(R"(cache:
+  enabled: true
+  embedder: {type: minilm, model_dir: /models/minilm, timeout: 150ms, threads: 2, max_batch: 16}
+  index: {type: hnsw, m: 16, ef_construction: 100, ef_search: 48, flat_max: 1000}
+  threshold: 0.9
+  context: {mode: window, turns: 3}
+  ttl: 2h
+  max_entries: 5000
+  max_bytes: 64MiB
+  max_temperature: 0.7
+  cache_tool_calls: true
+  data_dir: /var/lib/tidegate/cache
+  lookup_timeout: 80ms
+  models:
+    llama:
+      threshold: 0.95
+      shared: true
+      ttl: 10m
+      context: {mode: scope}
+    qwen:
+      enabled: false
+)");
+  EXPECT_TRUE(c->enabled);
+  EXPECT_EQ(c->embedder.type, "minilm");
+  EXPECT_EQ(c->embedder.model_dir, "/models/minilm");
+  EXPECT_DOUBLE_EQ(c->embedder.timeout_s, 0.15);
+  EXPECT_EQ(c->embedder.threads, 2);
+  EXPECT_EQ(c->embedder.max_batch, 16);
+  EXPECT_EQ(c->index.type, IndexConfig::Type::kHnsw);
+  EXPECT_EQ(c->index.hnsw_m, 16);
+  EXPECT_EQ(c->index.ef_search, 48);
+  EXPECT_EQ(c->index.flat_max, 1000u);
+  EXPECT_DOUBLE_EQ(c->threshold, 0.9);
+  EXPECT_EQ(c->context.mode, ContextConfig::Mode::kWindow);
+  EXPECT_EQ(c->context.turns, 3);
+  EXPECT_DOUBLE_EQ(c->ttl_s, 7200);
+  EXPECT_EQ(c->max_entries, 5000u);
+  EXPECT_EQ(c->max_bytes, 64ull << 20);
+  EXPECT_DOUBLE_EQ(c->max_temperature, 0.7);
+  EXPECT_TRUE(c->cache_tool_calls);
+  EXPECT_EQ(c->data_dir, "/var/lib/tidegate/cache");
+  EXPECT_DOUBLE_EQ(c->lookup_timeout_s, 0.08);
+  EXPECT_DOUBLE_EQ(c->threshold_for("llama"), 0.95);
+  EXPECT_DOUBLE_EQ(c->threshold_for("other"), 0.9);
+  EXPECT_TRUE(c->shared_for("llama"));
+  EXPECT_FALSE(c->shared_for("other"));
+  EXPECT_DOUBLE_EQ(c->ttl_for("llama"), 600);
+  EXPECT_EQ(c->context_for("llama").mode, ContextConfig::Mode::kScope);
+  EXPECT_EQ(c->context_for("other").mode, ContextConfig::Mode::kWindow);
+  EXPECT_FALSE(c->enabled_for("qwen"));
+  EXPECT_TRUE(c->enabled_for("llama"));
+}
+
+TEST(CacheConfig, ShorthandForms) {
+  const auto c = parse("cache:\n  embedder: hash\n  index: flat\n");
+  EXPECT_EQ(c->embedder.type, "hash");
+  EXPECT_EQ(c->index.type, IndexConfig::Type::kFlat);
+}
+
+TEST(CacheConfig, ErrorsNameKeyAndLine) {
+  struct Case {
+    const char* yaml;
+    const char* key;
+    int line;
+  } cases[] = {
+      {"cache:\n  enabled: true\n  treshold: 0.9\n", "cache.treshold", 3},
+      {"cache:\n  threshold: 1.5\n", "cache.threshold", 2},
+      {"cache:\n  index: {type: ivf}\n", "cache.index.type", 2},
+      {"cache:\n  embedder:\n    type: bert\n", "cache.embedder.type", 3},
+      {"cache:\n  embedder: {type: openai}\n", "cache.embedder.url", 2},
+      {"cache:\n  models:\n    llama:\n      threshold: x\n", "cache.models.llama.threshold", 4},
+      {"cache:\n  models:\n    llama:\n      context: {mode: all}\n", "cache.models.llama.context.mode", 4},
+      {"cache:\n  ttl: 0\n", "cache.ttl", 2},
+      {"cache:\n  max_bytes: 12\n", "cache.max_bytes", 2},
+  };
+  for (const auto& c : cases) {
+    try {
+      parse(c.yaml);
+      ADD_FAILURE() << "no error for " << c.yaml;
+    } catch (const tidegate::ConfigError& e) {
+      EXPECT_EQ(e.key(), c.key) << c.yaml << " -> " << e.what();
+      EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
+    }
+  }
+}

@@ -1,0 +1,153 @@
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "tidegate/cache/faiss_index.h"
+
+using namespace tidegate::cache;
+
+namespace {
+
+std::vector<float> random_unit(std::size_t n, std::size_t dim, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n * dim);
+  for (std::size_t i = 0; i < n; ++i) {
+    double norm = 0;
+    for (std::size_t j = 0; j < dim; ++j) {
+      v[i * dim + j] = d(rng);
+      norm += double(v[i * dim + j]) * v[i * dim + j];
+    }
+    for (std::size_t j = 0; j < dim; ++j) v[i * dim + j] = static_cast<float>(v[i * dim + j] / std::sqrt(norm));
+  }
+  return v;
+}
+
+std::vector<std::int64_t> iota_ids(std::size_t n, std::int64_t base = 0) {
+  std::vector<std::int64_t> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = base + static_cast<std::int64_t>(i);
+  return ids;
+}
+
+class IndexTest : public ::testing::TestWithParam<IndexConfig::Type> {};
+
+}  // namespace
+
+TEST_P(IndexTest, FindsItselfAndRemoves) {
+  constexpr std::size_t kDim = 32, kN = 500;
+  IndexConfig cfg;
+  FaissVectorIndex ix(kDim, cfg, GetParam());
+  const auto v = random_unit(kN, kDim, 1);
+  const auto ids = iota_ids(kN, 1000);
+  ix.add(kN, v.data(), ids.data());
+  EXPECT_EQ(ix.size(), kN);
+  const auto hits = ix.search(1, v.data() + 7 * kDim, 3);
+  EXPECT_EQ(hits[0].id, 1007);
+  EXPECT_NEAR(hits[0].score, 1.0f, 1e-4);
+  EXPECT_GE(hits[0].score, hits[1].score);
+  EXPECT_TRUE(ix.remove(1007));
+  EXPECT_FALSE(ix.remove(1007));
+  EXPECT_FALSE(ix.remove(42));
+  EXPECT_EQ(ix.size(), kN - 1);
+  for (const auto& h : ix.search(1, v.data() + 7 * kDim, 5)) EXPECT_NE(h.id, 1007);
+  EXPECT_THROW(ix.add(1, v.data(), ids.data() + 1), std::invalid_argument);  // duplicate id
+}
+
+TEST_P(IndexTest, FewerThanKResultsArePadded) {
+  IndexConfig cfg;
+  FaissVectorIndex ix(8, cfg, GetParam());
+  const auto v = random_unit(2, 8, 2);
+  const auto ids = iota_ids(2);
+  EXPECT_EQ(ix.search(1, v.data(), 4)[0].id, -1);  // empty index
+  ix.add(2, v.data(), ids.data());
+  const auto hits = ix.search(1, v.data(), 4);
+  EXPECT_GE(hits[1].id, 0);
+  EXPECT_EQ(hits[2].id, -1);
+  EXPECT_EQ(hits[3].id, -1);
+}
+
+TEST_P(IndexTest, CompactionDropsTombstonesAndKeepsEverythingElse) {
+  constexpr std::size_t kDim = 16, kN = 400;
+  IndexConfig cfg;
+  cfg.rebuild_fraction = 0.1;
+  FaissVectorIndex ix(kDim, cfg, GetParam());
+  const auto v = random_unit(kN, kDim, 3);
+  const auto ids = iota_ids(kN);
+  ix.add(kN, v.data(), ids.data());
+  for (std::int64_t id = 0; id < 100; ++id) ix.remove(id);
+  EXPECT_TRUE(ix.needs_compaction());
+  ix.compact();
+  EXPECT_EQ(ix.tombstones(), 0u);
+  EXPECT_EQ(ix.size(), kN - 100);
+  EXPECT_EQ(ix.search(1, v.data() + 250 * kDim, 1)[0].id, 250);
+  for (const auto& h : ix.search(1, v.data() + 5 * kDim, 10)) EXPECT_GE(h.id, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, IndexTest, ::testing::Values(IndexConfig::Type::kFlat, IndexConfig::Type::kHnsw));
+
+TEST(Index, HnswRecallAgainstFlat) {
+  constexpr std::size_t kDim = 32, kN = 3000, kQ = 200;
+  IndexConfig cfg;
+  FaissVectorIndex flat(kDim, cfg, IndexConfig::Type::kFlat), hnsw(kDim, cfg, IndexConfig::Type::kHnsw);
+  const auto v = random_unit(kN, kDim, 4);
+  const auto q = random_unit(kQ, kDim, 5);
+  const auto ids = iota_ids(kN);
+  flat.add(kN, v.data(), ids.data());
+  hnsw.add(kN, v.data(), ids.data());
+  const auto a = flat.search(kQ, q.data(), 1), b = hnsw.search(kQ, q.data(), 1);
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < kQ; ++i) same += a[i].id == b[i].id;
+  EXPECT_GE(same, kQ * 9 / 10);
+}
+
+TEST(Index, PromotionFromFlatToHnswKeepsIds) {
+  constexpr std::size_t kDim = 16, kN = 300;
+  IndexConfig cfg;
+  FaissVectorIndex ix(kDim, cfg, IndexConfig::Type::kFlat);
+  const auto v = random_unit(kN, kDim, 6);
+  const auto ids = iota_ids(kN, 50);
+  ix.add(kN, v.data(), ids.data());
+  ix.remove(60);
+  ix.compact(IndexConfig::Type::kHnsw);
+  EXPECT_EQ(ix.type(), IndexConfig::Type::kHnsw);
+  EXPECT_EQ(ix.size(), kN - 1);
+  EXPECT_EQ(ix.search(1, v.data() + 20 * kDim, 1)[0].id, 70);
+}
+
+// Searches, adds, removes and a compaction all at once: no crash, no removed id returned, and
+// every id added and not removed is findable afterwards.
+TEST(Index, ConcurrentSearchAddRemoveCompact) {
+  constexpr std::size_t kDim = 16, kN = 2000;
+  IndexConfig cfg;
+  FaissVectorIndex ix(kDim, cfg, IndexConfig::Type::kHnsw);
+  const auto v = random_unit(kN, kDim, 7);
+  const auto ids = iota_ids(kN);
+  ix.add(kN / 2, v.data(), ids.data());
+  std::atomic<bool> done{false};
+  std::atomic<int> searches{0};
+  std::thread searcher([&] {
+    std::size_t i = 0;
+    while (!done) {
+      const auto hits = ix.search(1, v.data() + (i++ % kN) * kDim, 4);
+      for (const auto& h : hits) ASSERT_LT(h.id, static_cast<std::int64_t>(kN));
+      ++searches;
+    }
+  });
+  std::thread compactor([&] {
+    for (int r = 0; r < 3; ++r) ix.compact();
+  });
+  for (std::size_t i = kN / 2; i < kN; ++i) ix.add(1, v.data() + i * kDim, ids.data() + i);
+  for (std::int64_t id = 0; id < 200; ++id) ix.remove(id);
+  compactor.join();
+  ix.compact();
+  done = true;
+  searcher.join();
+  EXPECT_GT(searches.load(), 0);
+  EXPECT_EQ(ix.size(), kN - 200);
+  std::size_t found = 0;
+  for (std::size_t i = 200; i < kN; i += 37) found += ix.search(1, v.data() + i * kDim, 1)[0].id == static_cast<std::int64_t>(i);
+  EXPECT_GE(found, (kN - 200) / 37 * 9 / 10);
+  for (std::int64_t id = 0; id < 200; id += 13)
+    for (const auto& h : ix.search(1, v.data() + id * kDim, 4)) EXPECT_GE(h.id, 200);
+}

@@ -1,0 +1,122 @@
+#include <gtest/gtest.h>
+
+#include "test_embedder.h"
+#include "tidegate/cache/entry_store.h"
+
+using namespace tidegate::cache;
+
+namespace {
+
+fakes::WordEmbedder words(32);
+
+Entry make(const std::string& scope, const std::string& text, const std::string& answer, double ttl = 3600) {
+  Entry e;
+  e.scope_key = scope;
+  e.model = "m";
+  e.tenant = "t";
+  e.text = text;
+  e.answer.content = answer;
+  e.created_ms = e.last_hit_ms = now_unix_ms();
+  e.ttl_s = ttl;
+  e.vector = words.one(text);
+  return e;
+}
+
+}  // namespace
+
+// The global nearest neighbours all belong to other scopes; the store must still answer from
+// (and only from) the query's own scope.
+TEST(EntryStore, NeverCrossesScopesEvenWhenOthersFillTheTopK) {
+  EntryStore store(32, IndexConfig{}, 10000, 1ull << 30);
+  for (int i = 0; i < 200; ++i) store.insert(make("scope-" + std::to_string(i), "what is the capital of france", "x" + std::to_string(i)), {});
+  store.insert(make("mine", "tell me a joke about cats", "mine"), {});
+  const auto q = words.one("what is the capital of france");
+  const auto m = store.best("mine", q.data(), now_unix_ms());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->entry.answer.content, "mine");
+  EXPECT_LT(m->similarity, 0.5f);
+  EXPECT_FALSE(store.best("nobody", q.data(), now_unix_ms()).has_value());
+  const auto s7 = store.best("scope-7", q.data(), now_unix_ms());
+  ASSERT_TRUE(s7.has_value());
+  EXPECT_EQ(s7->entry.answer.content, "x7");
+}
+
+TEST(EntryStore, TtlExpiry) {
+  EntryStore store(32, IndexConfig{}, 100, 1ull << 30);
+  auto old = make("s", "old question here", "old", 10);
+  old.created_ms -= 20000;
+  store.insert(old, {});
+  store.insert(make("s", "new question here", "new", 10), {});
+  const auto q = words.one("old question here");
+  const auto m = store.best("s", q.data(), now_unix_ms());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->entry.answer.content, "new");  // the expired best match is skipped
+  std::vector<std::string> evicted;
+  EXPECT_EQ(store.expire(now_unix_ms(), [&](const Entry& e, EvictReason r) {
+    evicted.push_back(e.answer.content + ":" + std::string(to_string(r)));
+  }), 1u);
+  EXPECT_EQ(evicted, std::vector<std::string>{"old:ttl"});
+  EXPECT_EQ(store.size(), 1u);
+}
+
+TEST(EntryStore, LruCapOnEntries) {
+  EntryStore store(32, IndexConfig{}, 3, 1ull << 30);
+  store.insert(make("s", "one", "1"), {});
+  store.insert(make("s", "two", "2"), {});
+  store.insert(make("s", "three", "3"), {});
+  const auto q1 = words.one("one");
+  const auto first = store.best("s", q1.data(), now_unix_ms());
+  store.touch(first->entry.id, now_unix_ms());  // "one" is now the most recently used
+  std::vector<std::string> evicted;
+  store.insert(make("s", "four", "4"), [&](const Entry& e, EvictReason r) {
+    EXPECT_EQ(r, EvictReason::kEntries);
+    evicted.push_back(e.answer.content);
+  });
+  EXPECT_EQ(evicted, std::vector<std::string>{"2"});
+  EXPECT_EQ(store.size(), 3u);
+}
+
+TEST(EntryStore, LruCapOnBytes) {
+  const auto one = make("s", "a", std::string(1000, 'x')).bytes();
+  EntryStore store(32, IndexConfig{}, 1000, one * 2 + 10);
+  int evictions = 0;
+  auto count = [&](const Entry&, EvictReason r) {
+    EXPECT_EQ(r, EvictReason::kBytes);
+    ++evictions;
+  };
+  store.insert(make("s", "a", std::string(1000, 'x')), count);
+  store.insert(make("s", "b", std::string(1000, 'x')), count);
+  store.insert(make("s", "c", std::string(1000, 'x')), count);
+  EXPECT_EQ(evictions, 1);
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_LE(store.bytes(), one * 2 + 10);
+}
+
+TEST(EntryStore, SameTextReplacesAndEraseFilters) {
+  EntryStore store(32, IndexConfig{}, 100, 1ull << 30);
+  store.insert(make("s", "same question", "first"), {});
+  store.insert(make("s", "same question", "second"), {});
+  EXPECT_EQ(store.size(), 1u);
+  const auto q = words.one("same question");
+  EXPECT_EQ(store.best("s", q.data(), now_unix_ms())->entry.answer.content, "second");
+  auto other = make("s2", "x", "y");
+  other.tenant = "t2";
+  store.insert(other, {});
+  EXPECT_EQ(store.erase_matching(std::string("t2"), std::nullopt, {}), 1u);
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.erase_matching(std::nullopt, std::string("m"), {}), 1u);
+  EXPECT_EQ(store.size(), 0u);
+  EXPECT_EQ(store.scopes(), 0u);
+}
+
+TEST(EntryStore, BigScopeIsPromotedToHnsw) {
+  IndexConfig cfg;
+  cfg.flat_max = 50;
+  EntryStore store(32, cfg, 1000, 1ull << 30);
+  for (int i = 0; i < 80; ++i) store.insert(make("s", "question number " + std::to_string(i) + " w" + std::to_string(i * 7), std::to_string(i)), {});
+  EXPECT_EQ(store.maintain_indexes(), 1u);
+  const auto q = words.one("question number 33 w231");
+  const auto m = store.best("s", q.data(), now_unix_ms());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->entry.answer.content, "33");
+}

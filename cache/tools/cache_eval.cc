@@ -1,0 +1,219 @@
+// tidegate-cache-eval: quality of the semantic cache's matching on labelled question pairs.
+// Loads every question1 into one exact (flat) index, queries each question2, and counts:
+//   predicted duplicate = the best match of q2 among all q1s is its own q1 (same text) with
+//   similarity >= threshold. precision = TP / predicted, recall = TP / labelled duplicates.
+// It also reports the cache's view: a "hit" is any best match >= threshold, and a hit is
+// correct only when it is the pair's own q1 and the pair is a duplicate (cache_precision).
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unordered_map>
+
+#include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/cache_factory.h"
+#include "tidegate/cache/faiss_index.h"
+
+using namespace tidegate::cache;
+
+namespace {
+
+struct Pair {
+  std::string q1, q2;
+  bool dup = false;
+};
+
+// RFC 4180: quoted fields may hold commas, doubled quotes and newlines.
+std::vector<std::vector<std::string>> parse_csv(std::istream& in) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, any = false;
+  char c;
+  while (in.get(c)) {
+    any = true;
+    if (quoted) {
+      if (c == '"') {
+        if (in.peek() == '"') {
+          field += '"';
+          in.get(c);
+        } else {
+          quoted = false;
+        }
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && in.peek() == '\n') in.get(c);
+      row.push_back(std::move(field));
+      field.clear();
+      rows.push_back(std::move(row));
+      row.clear();
+      any = false;
+    } else {
+      field += c;
+    }
+  }
+  if (any) {
+    row.push_back(std::move(field));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts, const char* what) {
+  std::vector<float> out;
+  out.reserve(texts.size() * e.dim());
+  constexpr std::size_t kBatch = 32;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < texts.size(); i += kBatch) {
+    std::vector<std::string> batch(texts.begin() + i, texts.begin() + std::min(texts.size(), i + kBatch));
+    auto v = e.embed(batch, std::chrono::steady_clock::now() + std::chrono::minutes(5));
+    out.insert(out.end(), v.begin(), v.end());
+    if ((i / kBatch) % 50 == 0)
+      std::cerr << "embedding " << what << ": " << i << "/" << texts.size() << "\n";
+  }
+  const auto s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "embedded " << texts.size() << " " << what << " in " << s << " s\n";
+  return out;
+}
+
+int usage() {
+  std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
+               "[--model-dir DIR] [--threshold X] [--limit N]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string pairs_path, config_path, embedder_type, model_dir;
+  std::optional<double> threshold;
+  std::size_t limit = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument("missing value for " + a);
+      return argv[++i];
+    };
+    try {
+      if (a == "--pairs") pairs_path = next();
+      else if (a == "--config") config_path = next();
+      else if (a == "--embedder") embedder_type = next();
+      else if (a == "--model-dir") model_dir = next();
+      else if (a == "--threshold") threshold = std::stod(next());
+      else if (a == "--limit") limit = std::stoul(next());
+      else return usage();
+    } catch (const std::exception& e) {
+      std::cerr << e.what() << "\n";
+      return usage();
+    }
+  }
+  if (pairs_path.empty()) return usage();
+  try {
+    std::shared_ptr<const CacheConfig> config = std::make_shared<CacheConfig>();
+    if (!config_path.empty()) {
+      const auto root = YAML::LoadFile(config_path);
+      config = parse_cache_config(root["cache"] ? root["cache"] : root, "cache");
+    }
+    auto ecfg = config->embedder;
+    if (!embedder_type.empty()) ecfg.type = embedder_type;
+    if (!model_dir.empty()) ecfg.model_dir = model_dir;
+    const double t = threshold.value_or(config->threshold);
+
+    std::ifstream in(pairs_path);
+    if (!in) throw std::runtime_error("cannot read " + pairs_path);
+    auto rows = parse_csv(in);
+    if (rows.empty()) throw std::runtime_error("empty CSV");
+    const auto& header = rows.front();
+    auto col = [&](const std::string& name) {
+      for (std::size_t i = 0; i < header.size(); ++i)
+        if (header[i] == name) return i;
+      throw std::runtime_error("CSV lacks column " + name);
+    };
+    const auto c1 = col("question1"), c2 = col("question2"), cd = col("is_duplicate");
+    std::vector<Pair> pairs;
+    for (std::size_t r = 1; r < rows.size() && (limit == 0 || pairs.size() < limit); ++r) {
+      const auto& row = rows[r];
+      if (row.size() <= std::max({c1, c2, cd})) continue;
+      pairs.push_back({row[c1], row[c2], row[cd] == "1"});
+    }
+    auto embedder = make_embedder(ecfg);
+    std::vector<std::string> q1s, q2s;
+    for (const auto& p : pairs) {
+      q1s.push_back(p.q1);
+      q2s.push_back(p.q2);
+    }
+    const auto v1 = embed_all(*embedder, q1s, "question1");
+    const auto v2 = embed_all(*embedder, q2s, "question2");
+
+    IndexConfig icfg;
+    FaissVectorIndex index(embedder->dim(), icfg, IndexConfig::Type::kFlat);
+    std::vector<std::int64_t> ids(pairs.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+    index.add(pairs.size(), v1.data(), ids.data());
+    const auto hits = index.search(pairs.size(), v2.data(), 1);
+
+    std::vector<bool> own(pairs.size());
+    std::vector<float> sim(pairs.size());
+    std::size_t positives = 0;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const auto& h = hits[i];
+      own[i] = h.id >= 0 && pairs[static_cast<std::size_t>(h.id)].q1 == pairs[i].q1;
+      sim[i] = h.score;
+      positives += pairs[i].dup;
+    }
+    auto at = [&](double th) {
+      std::size_t tp = 0, fp = 0, hits_n = 0, correct = 0;
+      for (std::size_t i = 0; i < pairs.size(); ++i) {
+        if (sim[i] < th) continue;
+        ++hits_n;
+        if (own[i]) (pairs[i].dup ? tp : fp)++;
+        if (own[i] && pairs[i].dup) ++correct;
+      }
+      const double precision = tp + fp ? double(tp) / double(tp + fp) : 1.0;
+      const double recall = positives ? double(tp) / double(positives) : 0.0;
+      const double f1 = precision + recall > 0 ? 2 * precision * recall / (precision + recall) : 0.0;
+      boost::json::object o{{"threshold", std::round(th * 1000) / 1000},
+                            {"precision", precision},
+                            {"recall", recall},
+                            {"f1", f1},
+                            {"tp", tp},
+                            {"fp", fp},
+                            {"fn", positives - tp},
+                            {"cache_hits", hits_n},
+                            {"cache_hit_rate", pairs.empty() ? 0.0 : double(hits_n) / double(pairs.size())},
+                            {"cache_precision", hits_n ? double(correct) / double(hits_n) : 1.0}};
+      return o;
+    };
+    boost::json::object out;
+    out["pairs"] = pairs.size();
+    out["duplicates"] = positives;
+    out["embedder"] = embedder->name();
+    out["at_threshold"] = at(t);
+    boost::json::array sweep;
+    std::optional<double> first_p95, first_cp95;
+    for (int k = 70; k <= 98; ++k) {
+      auto o = at(k / 100.0);
+      if (!first_p95 && o["precision"].as_double() >= 0.95) first_p95 = k / 100.0;
+      if (!first_cp95 && o["cache_precision"].as_double() >= 0.95) first_cp95 = k / 100.0;
+      sweep.push_back(std::move(o));
+    }
+    out["sweep"] = std::move(sweep);
+    out["lowest_threshold_precision_0_95"] = first_p95 ? boost::json::value(*first_p95) : nullptr;
+    out["lowest_threshold_cache_precision_0_95"] = first_cp95 ? boost::json::value(*first_cp95) : nullptr;
+    std::cout << boost::json::serialize(out) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "tidegate-cache-eval: " << e.what() << "\n";
+    return 1;
+  }
+}
