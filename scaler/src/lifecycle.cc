@@ -192,8 +192,6 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   // Supply: active + warm pool, counting what is already on its way.
   int starting = 0;
   for (const auto& r : records_) starting += r.info.state == ReplicaState::kStarting;
-  int warm_now = 0;
-  for (const auto& r : records_) warm_now += r.info.state == ReplicaState::kWarm;
   const int need = desired + config_.warm_pool_size - (n_active + warm_to_be + starting);
   if (need > 0) {
     int budget = need;
@@ -205,13 +203,17 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
         break;
       }
     }
-  } else if (need < 0 && warm_now > 0) {
-    // Surplus ready replicas beyond the pool: give the GPUs back, youngest first.
+  } else if (need < 0) {
+    // Surplus: cancel loads still in progress first (nothing ready is lost), then give
+    // back ready warm replicas beyond the pool, youngest first.
+    auto surplus = of_state(ReplicaState::kStarting);
+    std::sort(surplus.begin(), surplus.end(), [](const Record* a, const Record* b) { return a->info.created < b->info.created; });
     auto spare = of_state(ReplicaState::kWarm);
     std::sort(spare.begin(), spare.end(), oldest_first);
-    for (int i = 0; i < -need && !spare.empty(); ++i) {
-      stop_replica(*spare.back(), now, false);
-      spare.pop_back();
+    surplus.insert(surplus.begin(), spare.begin(), spare.end());
+    for (int i = 0; i < -need && !surplus.empty(); ++i) {
+      stop_replica(*surplus.back(), now, false);
+      surplus.pop_back();
     }
   }
   forget_stopped();

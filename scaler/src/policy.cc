@@ -56,10 +56,10 @@ int desired_for(const SignalSpec& spec, double value, double target, int active,
                 bool* within) {
   if (spec.demand) {
     const int raw = ceil_count(value / target);
-    *within = capacity > 0 && std::abs(value / (target * capacity) - 1.0) <= tolerance;
+    *within = capacity > 0 && std::abs(value / (target * capacity) - 1.0) <= tolerance + 1e-9;
     return *within ? capacity : raw;
   }
-  *within = active > 0 && std::abs(value / target - 1.0) <= tolerance;
+  *within = active > 0 && std::abs(value / target - 1.0) <= tolerance + 1e-9;
   return *within ? active : ceil_count(active * value / target);
 }
 
