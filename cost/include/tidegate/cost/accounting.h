@@ -1,7 +1,11 @@
 #pragma once
-// Cost accounting as the gateway and scaler see it. Times are explicit (seconds on a
-// monotonic or virtual clock) so the replay tool and tests drive it without real clocks.
-// Thread-safe. Conservation: sum(request costs) + idle + standby == sum(replica costs).
+// Cost accounting as the gateway and scaler see it. Times are explicit seconds so the replay
+// tool and tests drive it without real clocks; they are read as Unix time (UTC) where calendar
+// matters (budget periods, report ranges), so the gateway passes system_clock seconds and replay
+// a virtual epoch. A time earlier than the last one seen for a replica is clamped (never a
+// negative cost) and counted in tidegate_cost_events_total{reason="clock_regression"}.
+// Thread-safe (one lock; no I/O under it). Conservation: sum(request costs) + idle + standby ==
+// sum(replica costs). Attribution rules: cost/src/ledger.h; budget periods: cost/src/budgets.h.
 #include <boost/json.hpp>
 
 #include <cstdint>
@@ -26,6 +30,20 @@ struct RequestLabels {
   std::string tenant;
   std::string key_id;                       // API key name (never the secret)
   std::map<std::string, std::string> tags;  // team, project, ...
+};
+
+struct CostTotals {
+  double bill_usd = 0;         // replica time + paid-API tokens + cache lookups
+  double request_usd = 0;      // settled shares of requests (and API / lookup charges)
+  double idle_usd = 0;
+  double standby_usd = 0;
+  double pending_usd = 0;      // replica time shared by requests still in flight, not settled yet
+  double cache_savings_usd = 0;
+  std::uint64_t requests = 0;  // finished requests (model calls)
+  std::uint64_t cache_hits = 0;
+  std::uint64_t in_flight = 0;
+  std::uint64_t clock_regressions = 0;
+  std::uint64_t estimated_members = 0;  // segment shares settled with an estimated work
 };
 
 struct BudgetDecision {
@@ -64,7 +82,19 @@ class CostAccounting {
   virtual boost::json::object dashboard_snapshot(double t) = 0;
 
   virtual void flush() = 0;  // persists spend (budgets survive restarts)
+
+  // Extensions (default no-ops keep other implementations compiling).
+  // Closes every replica's open interval at t: call about once a second so idle and standby
+  // time reach metrics without waiting for the next request.
+  virtual void advance(double t) {}
+  virtual CostTotals totals() { return {}; }
+  // Test hook: waits (bounded) until queued budget alerts were logged and posted.
+  virtual bool wait_alerts_idle(double timeout_s) { return true; }
 };
+
+// The 429 body for a refused request, OpenAI style:
+// {"error":{"message":...,"type":"insufficient_quota","param":null,"code":"budget_exceeded"}}
+std::string budget_error_body(const BudgetDecision& decision);
 
 struct CostConfig;
 std::shared_ptr<const CostConfig> parse_cost_config(const YAML::Node& node, const std::string& path);

@@ -1,0 +1,71 @@
+#pragma once
+// Budget spend per scope and period. Not thread-safe: CostAccounting serialises calls, which is
+// also what bounds a race to the limit (a check and the spend it reads are one critical section).
+//
+// A request is charged wholly to the period in which it started: that is the period whose check
+// admitted it, and a request that began at 23:59 must not eat the next day's budget before that
+// day had a chance to refuse anything. Reports place each slice of cost at the time it was
+// incurred instead, so a report across midnight still adds up.
+#include <boost/json.hpp>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tidegate/cost/accounting.h"
+#include "tidegate/cost/config.h"
+
+namespace tidegate::cost {
+
+struct ScopeRef {
+  std::size_t rule;
+  std::string scope;  // "tenant:acme", "tag:team=ml", "key:ci-bot"
+};
+
+struct BudgetAlert {
+  std::string scope;
+  std::string period;     // "day" / "month"
+  std::string period_id;  // "2026-11-30" / "2026-11"
+  std::string level;      // "soft" / "hard"
+  double spend_usd = 0;
+  double limit_usd = 0;
+};
+
+
+// UTC period of Unix time t: "2026-11-30" for a day, "2026-11" for a month, and its end.
+std::string period_id(BudgetPeriod p, double t);
+double period_end(BudgetPeriod p, double t);
+std::string iso8601(double unix_seconds);
+
+class Budgets final {
+ public:
+  explicit Budgets(std::shared_ptr<const CostConfig> config) : config_(std::move(config)) {}
+
+  std::vector<ScopeRef> scopes(const std::string& key_id, const std::string& tenant,
+                               const std::map<std::string, std::string>& mapped_tags) const;
+  BudgetDecision check(const std::vector<ScopeRef>& refs, double t) const;
+  void reserve(const std::vector<ScopeRef>& refs, double usd);
+  void release(const std::vector<ScopeRef>& refs, double usd);
+  // Adds spend to each scope's period of t_period; returns alerts crossing a limit for the first
+  // time in that period.
+  std::vector<BudgetAlert> charge(const std::vector<ScopeRef>& refs, double usd, double t_period);
+  double spend(const ScopeRef& ref, double t) const;
+
+  // Crash-safe persistence: temp file, fsync, rename, fsync of the directory.
+  // serialize() under the caller's lock, write() outside it (fsync is slow).
+  std::string serialize() const;
+  static bool write(const std::string& dir, const std::string& body, std::string* error);
+  bool load(const std::string& dir, std::string* error);
+
+ private:
+  std::string spend_key(const ScopeRef& ref, double t) const;
+
+  std::shared_ptr<const CostConfig> config_;
+  std::map<std::string, double> spend_;  // "tenant:acme/day/2026-11-30" -> usd
+  std::set<std::string> fired_;          // spend key + "#soft" / "#hard"
+  std::map<std::string, double> reserved_;  // scope/period -> usd of requests in flight
+};
+
+}  // namespace tidegate::cost

@@ -1,0 +1,231 @@
+// Budgets: soft alerts (log, metric, webhook, once per period), hard refusals, period boundary
+// crossed mid-request, persistence across restarts, and threads racing to the limit.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "test_util.h"
+
+namespace tidegate::cost {
+namespace {
+
+using testing::metric_sum;
+
+// 2026-11-30T23:59:30Z
+constexpr double kNearMidnight = 1796083170.0;
+
+// A real HTTP receiver on 127.0.0.1 that records POST bodies and answers 204.
+class WebhookReceiver {
+ public:
+  WebhookReceiver() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 8);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    timeval tv{0, 200000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~WebhookReceiver() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> bodies() {
+    std::lock_guard lock(mu_);
+    return bodies_;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;  // timeout: check stop_
+      timeval tv{2, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::string data;
+      char buf[4096];
+      for (int i = 0; i < 100; ++i) {  // read head, then Content-Length bytes of body
+        const auto n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        data.append(buf, static_cast<std::size_t>(n));
+        const auto head_end = data.find("\r\n\r\n");
+        if (head_end == std::string::npos) continue;
+        const auto cl = data.find("Content-Length: ");
+        const auto length = cl == std::string::npos ? 0 : std::stoul(data.substr(cl + 16));
+        if (data.size() >= head_end + 4 + length) {
+          std::lock_guard lock(mu_);
+          bodies_.push_back(data.substr(head_end + 4, length));
+          break;
+        }
+      }
+      const std::string reply = "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n";
+      ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::string> bodies_;
+  std::thread thread_;
+};
+
+std::string budget_config(const std::string& extra) {
+  return std::string(R"(
+replica_classes:
+  gpu: {usd_per_hour: 3600}
+api_models:
+  paid: {input_usd_per_1m: 1000000, output_usd_per_1m: 0}
+tags: {labels: [team]}
+)") + extra;
+}
+
+TEST(Budgets, SoftAlertFiresOnceAndHardLimitRefuses) {
+  WebhookReceiver hook;
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(
+      testing::config_from(budget_config("budgets:\n  - {scope: 'tenant:acme', period: day, soft_usd: 3, hard_usd: 5}\n"
+                                         "alerts: {webhook_url: 'http://127.0.0.1:" + std::to_string(hook.port()) +
+                                         "/alerts', webhook_timeout: 2s}\n")),
+      registry);
+  const RequestLabels acme{"paid", "acme", "k1", {}};
+  const RequestLabels other{"paid", "globex", "k2", {}};
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {  // each request costs $1 (one prompt token at $1M per 1M)
+    const auto d = acc->check_budget(acme, kNearMidnight - 1000 + i);
+    if (!d.allowed) {
+      EXPECT_EQ(d.scope, "tenant:acme/day");
+      EXPECT_NE(d.message.find("$5.00"), std::string::npos) << d.message;
+      EXPECT_NE(d.message.find("2026-12-01T00:00:00Z"), std::string::npos) << d.message;
+      const auto body = boost::json::parse(budget_error_body(d)).as_object();
+      EXPECT_EQ(body.at("error").at("type").as_string(), "insufficient_quota");
+      EXPECT_EQ(body.at("error").at("code").as_string(), "budget_exceeded");
+      continue;
+    }
+    ++admitted;
+    const auto h = acc->request_started(acme, "upstream", kNearMidnight - 1000 + i);
+    acc->request_progress(h, 1, 0, kNearMidnight - 1000 + i);
+    acc->request_finished(h, kNearMidnight - 1000 + i);
+  }
+  EXPECT_EQ(admitted, 5);
+  EXPECT_TRUE(acc->check_budget(other, kNearMidnight).allowed);  // other tenants are not limited
+  EXPECT_TRUE(acc->check_budget(acme, kNearMidnight + 60).allowed);  // a new day
+  ASSERT_TRUE(acc->wait_alerts_idle(10));
+  const auto bodies = hook.bodies();
+  ASSERT_EQ(bodies.size(), 2u);  // soft once, hard once, though five more requests were refused
+  const auto soft = boost::json::parse(bodies[0]).as_object();
+  EXPECT_EQ(soft.at("event").as_string(), "budget_soft_limit");
+  EXPECT_EQ(soft.at("scope").as_string(), "tenant:acme");
+  EXPECT_EQ(soft.at("period_id").as_string(), "2026-11-30");
+  EXPECT_EQ(metric_sum(registry, "tidegate_budget_alerts_total", "level", "soft"), 1);
+  EXPECT_EQ(metric_sum(registry, "tidegate_budget_refusals_total"), 5);
+  EXPECT_DOUBLE_EQ(metric_sum(registry, "tidegate_budget_spend_usd", "scope", "tenant:acme"), 5);
+}
+
+TEST(Budgets, RequestCrossingMidnightChargesTheDayItStarted) {
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(
+      testing::config_from(budget_config("budgets:\n  - {scope: 'tag:team=*', period: day, hard_usd: 50}\n")), registry);
+  const RequestLabels ml{"x", "acme", "k", {{"team", "ml"}}};
+  acc->replica_state("r1", "x", "gpu", ReplicaState::kActive, kNearMidnight);
+  const auto h = acc->request_started(ml, "r1", kNearMidnight);  // 23:59:30
+  acc->request_progress(h, 10, 10, kNearMidnight + 60);           // 00:00:30 next day
+  EXPECT_NEAR(acc->request_finished(h, kNearMidnight + 60), 60.0, 1e-9);
+  EXPECT_FALSE(acc->check_budget(ml, kNearMidnight + 1).allowed);  // Nov 30 holds all $60
+  EXPECT_TRUE(acc->check_budget(ml, kNearMidnight + 61).allowed);  // Dec 1 starts clean
+  // Reports place each slice at the time it was incurred: 30 s before midnight, 30 s after.
+  const auto before = boost::json::parse(acc->report("tag", kNearMidnight - 30, kNearMidnight + 30, "json").first);
+  const auto after = boost::json::parse(acc->report("tag", kNearMidnight + 30, kNearMidnight + 90, "json").first);
+  EXPECT_NEAR(before.at("rows").at(0).at("cost_usd").to_number<double>(), 30.0, 1e-9);
+  EXPECT_EQ(before.at("rows").at(0).at("tag").as_string(), "team=ml");
+  EXPECT_NEAR(after.at("rows").at(0).at("cost_usd").to_number<double>(), 30.0, 1e-9);
+}
+
+TEST(Budgets, SpendSurvivesRestart) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tidegate-cost-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto cfg = testing::config_from(budget_config("data_dir: " + dir.string() +
+                                                      "\nbudgets:\n  - {scope: 'key:*', period: month, soft_usd: 1, "
+                                                      "hard_usd: 3}\n"));
+  const RequestLabels bot{"paid", "acme", "ci-bot", {}};
+  {
+    prometheus::Registry registry;
+    auto acc = make_cost_accounting(cfg, registry);
+    for (int i = 0; i < 2; ++i) {
+      const auto h = acc->request_started(bot, "u", kNearMidnight);
+      acc->request_progress(h, 1, 0, kNearMidnight);
+      acc->request_finished(h, kNearMidnight);
+    }
+    acc->flush();
+    EXPECT_EQ(metric_sum(registry, "tidegate_budget_alerts_total"), 1);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "budget_spend.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "budget_spend.json.tmp"));
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(cfg, registry);
+  EXPECT_TRUE(acc->check_budget(bot, kNearMidnight + 5).allowed);
+  const auto h = acc->request_started(bot, "u", kNearMidnight + 5);
+  acc->request_progress(h, 1, 0, kNearMidnight + 5);
+  acc->request_finished(h, kNearMidnight + 5);
+  EXPECT_FALSE(acc->check_budget(bot, kNearMidnight + 6).allowed);  // $2 before restart + $1 after
+  EXPECT_EQ(metric_sum(registry, "tidegate_budget_alerts_total", "level", "soft"), 0);  // fired before restart
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Budgets, CorruptSpendFileIsReportedNotFatal) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tidegate-cost-bad-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "budget_spend.json") << "{not json"; }
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(testing::config_from("data_dir: " + dir.string() + "\n"), registry);
+  EXPECT_EQ(metric_sum(registry, "tidegate_cost_events_total", "reason", "spend_load_failed"), 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Budgets, ThreadsRacingToTheLimitOvershootAtMostOneRequestEach) {
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(
+      testing::config_from(budget_config("budgets:\n  - {scope: 'tenant:acme', period: month, hard_usd: 20}\n")),
+      registry);
+  constexpr int kThreads = 8;
+  std::atomic<int> admitted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      const RequestLabels acme{"paid", "acme", "k" + std::to_string(i), {}};
+      for (int n = 0; n < 1000; ++n) {
+        if (!acc->check_budget(acme, kNearMidnight).allowed) return;
+        admitted++;
+        const auto h = acc->request_started(acme, "u", kNearMidnight);
+        std::this_thread::yield();  // widen the window between check and charge
+        acc->request_progress(h, 1, 0, kNearMidnight);
+        acc->request_finished(h, kNearMidnight);
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double spent = admitted * 1.0;  // each request costs $1 here
+  EXPECT_GE(spent, 20.0);
+  EXPECT_LE(spent, 20.0 + kThreads * 1.0);
+  EXPECT_DOUBLE_EQ(metric_sum(registry, "tidegate_budget_spend_usd", "scope", "tenant:acme"), spent);
+  EXPECT_FALSE(acc->check_budget({"paid", "acme", "k", {}}, kNearMidnight).allowed);
+}
+
+}  // namespace
+}  // namespace tidegate::cost
