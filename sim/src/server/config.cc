@@ -39,10 +39,10 @@ std::string usage_text() {
   --model NAME            served model name (default sim)
   --ttft-ms X --tpot-ms Y fixed-latency mode: exact time to first token / per output token
   --max-batch N           max concurrent sequences (default 256)
-  --prefill-tps X         prompt tokens per second (default 8000)
-  --decode-base-ms X      decode step time at batch 1 (default 12)
-  --decode-per-seq-ms X   extra decode step time per running sequence (default 0.08)
-  --kv-tokens N           KV cache capacity in tokens (default 240000)
+  --prefill-tps X         prompt tokens per second (default 10000)
+  --decode-base-ms X      decode step time at batch 1 (default 10)
+  --decode-per-seq-ms X   extra decode step time per running sequence (default 0.1)
+  --kv-tokens N           KV cache capacity in tokens (default 400000)
   --startup-ms X          simulated model load; /health is 503 until done (default 0)
   --echo                  replies start with the last user message verbatim
   --seed N                seeds reply lengths, words and fault injection (default 1)

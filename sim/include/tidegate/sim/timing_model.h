@@ -24,12 +24,13 @@ struct TimingParams {
   double ttft_s = 0.0;
   double tpot_s = 0.0;
 
-  // Continuous batching (defaults: Llama-3-8B fp16 on one A100-80GB under vLLM; see sim/README.md).
-  int max_batch = 256;                    // vLLM --max-num-seqs default
-  double prefill_tokens_per_s = 8000.0;   // prompt tokens processed per second of step time
-  double decode_base_s = 0.012;           // decode step time at batch 1 (weights read once)
-  double decode_per_seq_s = 0.00008;      // extra step time per running sequence
-  std::int64_t kv_capacity_tokens = 240000;  // KV cache slots for all running sequences
+  // Continuous batching. Defaults: Llama-3.1-8B BF16 on one A100-80GB SXM under vLLM; where
+  // each number comes from is in sim/README.md.
+  int max_batch = 256;                     // vLLM --max-num-seqs default
+  double prefill_tokens_per_s = 10000.0;   // prompt tokens per second of step time (~50% MFU)
+  double decode_base_s = 0.010;            // decode step at batch 1: weights streamed once
+  double decode_per_seq_s = 0.0001;        // extra step time per running sequence
+  std::int64_t kv_capacity_tokens = 400000;  // KV slots: (72 - 16 - 2) GiB / 128 KiB per token
   double startup_s = 0.0;                 // model load time before the first step can run
 
   // When false, advance() reports only first-token, finished and rejected events: what a replay

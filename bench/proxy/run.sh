@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Proxy overhead bench (issue 2): the same wrk load against the simulator directly, through
+# tidegate (configs/bench-passthrough.yaml: 127.0.0.1:18000 -> sim at 127.0.0.1:18001) and
+# through nginx as a plain keep-alive reverse proxy, in one run. Prints one JSON report.
+#
+# Env: BUILD (build dir with bin/, default build), DURATION (s per point, default 10),
+# CONNECTIONS (default 64), WRK_THREADS (default 2), SIM_THREADS (default 2),
+# NGINX_PORT (default 18002), RESULT_JSON (also write the report there).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+BUILD=${BUILD:-build}
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-64}
+WRK_THREADS=${WRK_THREADS:-2}
+SIM_THREADS=${SIM_THREADS:-2}
+SIM_PORT=18001        # fixed by configs/bench-passthrough.yaml
+GATEWAY_PORT=18000
+NGINX_PORT=${NGINX_PORT:-18002}
+SIM_BIN=$BUILD/bin/tidegate-sim
+GATEWAY_BIN=$BUILD/bin/tidegate
+GATEWAY_CONFIG=configs/bench-passthrough.yaml
+HERE=bench/proxy
+PY=python3
+[[ -x .venv/bin/python ]] && PY=.venv/bin/python
+
+log() { echo "bench/proxy: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+command -v wrk >/dev/null || die "wrk not installed (scripts/setup.sh installs it)"
+[[ -x $SIM_BIN ]] || die "$SIM_BIN missing: build it first (make, or cmake --build $BUILD --target tidegate-sim)"
+
+WORK=$(mktemp -d /tmp/tidegate-bench-proxy.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_http() {  # url, seconds
+  local deadline=$((SECONDS + $2))
+  until curl -fsS -o /dev/null "$1" 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+for p in $SIM_PORT $GATEWAY_PORT $NGINX_PORT; do
+  port_busy "$p" && die "port $p is already in use on 127.0.0.1; stop whatever holds it"
+done
+
+# The simulator answers at once with 8 tokens: what is measured is the proxies, not the model.
+"$SIM_BIN" --port $SIM_PORT --ttft-ms 0 --tpot-ms 0 --max-batch 100000 --threads "$SIM_THREADS" \
+  >"$WORK/sim.log" 2>&1 &
+PIDS+=($!)
+wait_http "http://127.0.0.1:$SIM_PORT/health" 10 || die "simulator did not come up: $(cat "$WORK/sim.log")"
+
+targets=(direct)
+declare -A URL=([direct]="http://127.0.0.1:$SIM_PORT")
+
+if command -v nginx >/dev/null; then
+  mkdir -p "$WORK/nginx"
+  sed -e "s|@DIR@|$WORK/nginx|g" -e "s|@PORT@|127.0.0.1:$NGINX_PORT|g" \
+      -e "s|@UPSTREAM@|127.0.0.1:$SIM_PORT|g" -e "s|@WORKERS@|$(nproc)|g" \
+      $HERE/nginx.conf.template >"$WORK/nginx/nginx.conf"
+  nginx -p "$WORK/nginx" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" >"$WORK/nginx.log" 2>&1 &
+  PIDS+=($!)
+  if wait_http "http://127.0.0.1:$NGINX_PORT/health" 10; then
+    targets+=(nginx); URL[nginx]="http://127.0.0.1:$NGINX_PORT"
+  else
+    log "SKIP nginx: it did not come up: $(cat "$WORK/nginx.log" "$WORK/nginx/error.log" 2>/dev/null)"
+  fi
+else
+  log "SKIP nginx: not installed (nginx-light)"
+fi
+
+if [[ ! -x $GATEWAY_BIN ]]; then
+  log "SKIP tidegate: $GATEWAY_BIN missing (build the 'tidegate' target into $BUILD)"
+elif [[ ! -f $GATEWAY_CONFIG ]]; then
+  log "SKIP tidegate: $GATEWAY_CONFIG missing"
+else
+  "$GATEWAY_BIN" --config $GATEWAY_CONFIG >"$WORK/tidegate.log" 2>&1 &
+  PIDS+=($!)
+  if wait_http "http://127.0.0.1:$GATEWAY_PORT/readyz" 15; then
+    targets+=(tidegate); URL[tidegate]="http://127.0.0.1:$GATEWAY_PORT"
+  else
+    log "SKIP tidegate: not ready within 15 s: $(tail -5 "$WORK/tidegate.log")"
+  fi
+fi
+
+run_wrk() {  # target threads connections seconds outfile
+  wrk -t"$2" -c"$3" -d"$4s" --timeout 5s --latency -s $HERE/chat.lua "${URL[$1]}/v1/chat/completions" >"$5" 2>&1 ||
+    log "wrk failed against $1: $(tail -3 "$5")"
+}
+
+for t in "${targets[@]}"; do
+  # A correctness probe first: a proxy that answers errors fast would otherwise win.
+  body=$(curl -fsS -H 'content-type: application/json' \
+    -d '{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":8}' \
+    "${URL[$t]}/v1/chat/completions") || die "$t: probe request failed"
+  grep -q '"completion_tokens":8' <<<"$body" || die "$t: unexpected probe reply: $body"
+  log "$t: warm-up, then ${DURATION}s at $CONNECTIONS connections and ${DURATION}s at 1"
+  run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" 2 "$WORK/warmup.txt"
+  run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$DURATION" "$WORK/$t.c$CONNECTIONS.txt"
+  run_wrk "$t" 1 1 "$DURATION" "$WORK/$t.c1.txt"
+done
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cat >"$WORK/meta.json" <<JSON
+{"bench": "proxy", "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)",
+ "machine": {"nproc": $(nproc), "cpu": "$cpu", "load_avg_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)"},
+ "duration_s": $DURATION, "connections": $CONNECTIONS, "wrk_threads": $WRK_THREADS,
+ "load": "wrk, keep-alive, POST /v1/chat/completions, non-stream, 8 output tokens",
+ "simulator": "tidegate-sim --ttft-ms 0 --tpot-ms 0 --threads $SIM_THREADS",
+ "skipped": [$(for n in nginx tidegate; do [[ " ${targets[*]} " == *" $n "* ]] || printf '"%s",' "$n"; done | sed 's/,$//')]}
+JSON
+$PY $HERE/summarise.py "$WORK" | tee "${RESULT_JSON:-/dev/null}"
+log "raw wrk outputs in $WORK"
