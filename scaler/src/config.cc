@@ -9,6 +9,12 @@
 namespace tidegate::scaler {
 namespace {
 
+// A missing key yields an invalid node that throws when indexed; a null node does not.
+YAML::Node child(const YAML::Node& parent, const std::string& key) {
+  const YAML::Node n = parent[key];
+  return n ? n : YAML::Node();
+}
+
 std::string at(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
 std::vector<std::string> string_list(const YAML::Node& parent, const std::string& key, const std::string& path) {
@@ -231,7 +237,7 @@ std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, 
     pool.model = yaml_string(n, "model", ip);
     for (const auto& other : cfg->pools)
       if (other.model == pool.model) throw ConfigError(path_join(ip, "model"), yaml_line(n["model"]), "duplicate model");
-    parse_actuator(n["actuator"], path_join(ip, "actuator"), pool);
+    parse_actuator(child(n, "actuator"), path_join(ip, "actuator"), pool);
     static const char* kKinds[] = {"process", "kubernetes", "static"};
     pool.replica_class = yaml_string(n, "replica_class", ip, kKinds[static_cast<int>(pool.actuator)]);
     if (const auto l = n["lifecycle"]) {
@@ -253,7 +259,7 @@ std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, 
       pool.signals.nvml = yaml_bool(s, "nvml", sp, true);
     }
     if (pool.signals.gpus.empty()) pool.signals.gpus = pool.process.gpus;
-    pool.policy = parse_policy(n["policy"], path_join(ip, "policy"));
+    pool.policy = parse_policy(child(n, "policy"), path_join(ip, "policy"));
     cfg->pools.push_back(std::move(pool));
   }
   return cfg;

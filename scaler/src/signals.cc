@@ -93,6 +93,7 @@ std::vector<PromSample> parse_prometheus_text(std::string_view text) {
     while (i < line.size() && name_char(line[i], i == start)) ++i;
     if (i == start) continue;
     sample.name = std::string(line.substr(start, i - start));
+    skip_spaces(line, i);
     if (i < line.size() && line[i] == '{' && !parse_labels(line, i, sample.labels)) continue;
     skip_spaces(line, i);
     std::size_t vend = i;

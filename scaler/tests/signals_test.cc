@@ -1,2 +1,160 @@
+// Prometheus text parsing, engine metric names, DCGM, NVML absence, and the sampler that
+// merges gateway and engine views.
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <cmath>
+#include <map>
+
+#include "tidegate/scaler/sampler.h"
+#include "tidegate/scaler/signals.h"
+
+namespace tidegate::scaler {
+namespace {
+
+constexpr const char* kVllm = R"(# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="llama"} 7.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="llama"} 3.0
+vllm:kv_cache_usage_perc{engine="0",model_name="llama"} 0.42
+vllm:prompt_tokens_total{model_name="llama"} 1.2e+06 1700000000000
+)";
+
+TEST(PromText, ParsesNamesLabelsValuesAndSkipsJunk) {
+  const auto s = parse_prometheus_text(
+      "# comment\n"
+      "plain 1\n"
+      "with_labels{a=\"x\",b=\"q\\\"uote\"} 2.5\r\n"
+      "spaced { a = \"1\" } -3e2\n"
+      "broken{a=\"x\" 4\n"
+      "nan_metric NaN\n"
+      "inf_metric +Inf\n"
+      "no_value\n"
+      "\n");
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_EQ(s[0].name, "plain");
+  EXPECT_EQ(s[0].value, 1);
+  EXPECT_EQ(s[1].labels.at("a"), "x");
+  EXPECT_EQ(s[1].labels.at("b"), "q\"uote");
+  EXPECT_EQ(s[1].value, 2.5);
+  EXPECT_EQ(s[2].labels.at("a"), "1");
+  EXPECT_EQ(s[2].value, -300);
+  EXPECT_TRUE(std::isnan(s[3].value));
+  EXPECT_TRUE(std::isinf(s[4].value));
+}
+
+TEST(EngineMetrics, Vllm) {
+  const auto m = extract_engine_metrics(parse_prometheus_text(kVllm));
+  EXPECT_EQ(m.engine, "vllm");
+  EXPECT_EQ(m.waiting, 3);
+  EXPECT_EQ(m.running, 7);
+  EXPECT_DOUBLE_EQ(*m.kv_usage, 0.42);
+}
+
+TEST(EngineMetrics, OlderVllmNameTgiAndLlamaCpp) {
+  auto m = extract_engine_metrics(parse_prometheus_text("vllm:gpu_cache_usage_perc{model_name=\"x\"} 0.9\n"));
+  EXPECT_DOUBLE_EQ(*m.kv_usage, 0.9);
+  EXPECT_FALSE(m.waiting);
+  m = extract_engine_metrics(parse_prometheus_text("tgi_queue_size 12\ntgi_batch_current_size 4\n"));
+  EXPECT_EQ(m.engine, "tgi");
+  EXPECT_EQ(m.waiting, 12);
+  EXPECT_EQ(m.running, 4);
+  m = extract_engine_metrics(parse_prometheus_text("llamacpp:requests_deferred 2\nllamacpp:requests_processing 1\n"));
+  EXPECT_EQ(m.engine, "llamacpp");
+  EXPECT_EQ(m.waiting, 2);
+  EXPECT_EQ(m.running, 1);
+  m = extract_engine_metrics(parse_prometheus_text("something_else 1\n"));
+  EXPECT_EQ(m.engine, "");
+  EXPECT_FALSE(m.waiting || m.running || m.kv_usage);
+}
+
+TEST(Dcgm, MeanUtilisationOverSelectedGpus) {
+  const auto s = parse_prometheus_text(
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"h\"} 80\n"
+      "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-b\",Hostname=\"h\"} 40\n"
+      "DCGM_FI_DEV_FB_USED{gpu=\"0\"} 1000\n");
+  EXPECT_DOUBLE_EQ(*dcgm_gpu_util(s, {}), 0.6);
+  EXPECT_DOUBLE_EQ(*dcgm_gpu_util(s, {1}), 0.4);
+  EXPECT_FALSE(dcgm_gpu_util(s, {7}));
+  EXPECT_FALSE(dcgm_gpu_util(parse_prometheus_text("x 1\n"), {}));
+}
+
+TEST(Nvml, DegradesCleanlyWithoutADriver) {
+  NvmlGpuUtil nvml;
+  if (nvml.available()) {
+    const auto u = nvml.utilisation({});
+    ASSERT_TRUE(u);
+    EXPECT_GE(*u, 0.0);
+    EXPECT_LE(*u, 1.0);
+  } else {
+    EXPECT_FALSE(nvml.why_unavailable().empty());
+    EXPECT_FALSE(nvml.utilisation({}));
+  }
+}
+
+class FixedSource final : public SignalSource {
+ public:
+  GatewaySignals value;
+  GatewaySignals sample(const std::string& model) const override {
+    EXPECT_EQ(model, "llama");
+    return value;
+  }
+};
+
+TEST(Sampler, MergesGatewayAndEnginesAndReportsMissingOnce) {
+  std::map<std::string, std::string> bodies{
+      {"http://10.0.0.1:8000/metrics", kVllm},
+      {"http://10.0.0.2:8000/metrics", "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n"},
+      {"http://dcgm:9400/metrics", "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 50\n"}};
+  int fetches = 0;
+  Fetcher fetch = [&](const std::string& url) -> std::optional<std::string> {
+    ++fetches;
+    const auto it = bodies.find(url);
+    if (it == bodies.end()) return std::nullopt;
+    return it->second;
+  };
+  SamplerConfig cfg;
+  cfg.model = "llama";
+  cfg.dcgm_url = "http://dcgm:9400/metrics";
+  SignalSampler sampler(cfg, fetch);
+  FixedSource gw;
+  gw.value.queue_depth = 5;
+  gw.value.in_flight = 4;
+  SampleDetail d;
+  const auto s = sampler.sample(&gw, {{"10.0.0.1", 8000}, {"10.0.0.2", 8000}}, &d);
+  EXPECT_EQ(d.engines_scraped, 2);
+  // Engines: 3 waiting + 8 running = 11 > gateway 5 + 4: the larger view wins.
+  EXPECT_EQ(s.concurrency, 11);
+  EXPECT_EQ(s.queue, 5 + 3);
+  EXPECT_DOUBLE_EQ(*s.kv_usage, 0.42) << "mean over replicas that report it";
+  EXPECT_DOUBLE_EQ(*s.gpu_util, 0.5);
+  EXPECT_EQ(d.gpu_source, "dcgm");
+
+  // An engine upgrade renames a metric: reported once, the policy keeps the rest.
+  bodies["http://10.0.0.1:8000/metrics"] = "vllm:num_requests_running 2\n";
+  bodies["http://10.0.0.2:8000/metrics"] = "vllm:num_requests_running 2\n";
+  for (int i = 0; i < 3; ++i) {
+    const auto s2 = sampler.sample(&gw, {{"10.0.0.1", 8000}, {"10.0.0.2", 8000}});
+    EXPECT_EQ(s2.concurrency, 9);  // gateway 9 > engines 4
+    EXPECT_EQ(s2.queue, 5);
+    EXPECT_FALSE(s2.kv_usage);
+  }
+  EXPECT_EQ(sampler.missing().count("engine.waiting"), 1u);
+  EXPECT_EQ(sampler.missing().count("engine.kv_usage"), 1u);
+  EXPECT_EQ(sampler.missing().count("engine.running"), 0u);
+}
+
+TEST(Sampler, WorksWithoutGatewayOrEngines) {
+  SamplerConfig cfg;
+  cfg.model = "llama";
+  cfg.nvml = false;
+  SignalSampler sampler(cfg, [](const std::string&) { return std::nullopt; });
+  const auto s = sampler.sample(nullptr, {});
+  EXPECT_FALSE(s.concurrency || s.queue || s.gpu_util || s.kv_usage);
+  const auto s2 = sampler.sample(nullptr, {{"127.0.0.1", 1}});
+  EXPECT_FALSE(s2.concurrency);
+  EXPECT_EQ(sampler.missing().count("engine.scrape"), 1u);
+}
+
+}  // namespace
+}  // namespace tidegate::scaler
