@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake pkg-config python3-venv
   libboost1.81-all-dev libboost-json1.81-dev prometheus-cpp-dev libyaml-cpp-dev
-  libfaiss-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libfaiss-dev libopenblas-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
   nginx-light wrk prometheus chromium curl unzip
 )
 missing=()

@@ -1,0 +1,177 @@
+// BERT forward pass on the CPU. Sequences are packed back to back (no padding rows): every
+// dense layer is one sgemm over all tokens of the batch, and only attention looks at sequence
+// boundaries, so a batch costs exactly its real tokens and padding can never leak into a row.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "minilm_internal.h"
+
+namespace tidegate::cache {
+namespace {
+
+// Below this length attention runs as plain loops: sgemm's call overhead would dominate.
+constexpr std::size_t kSmallSeq = 32;
+
+void layer_norm(float* x, std::size_t rows, std::size_t dim, const float* gamma, const float* beta, float eps) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = x + r * dim;
+    float mean = 0.f;
+    for (std::size_t i = 0; i < dim; ++i) mean += row[i];
+    mean /= static_cast<float>(dim);
+    float var = 0.f;
+    for (std::size_t i = 0; i < dim; ++i) {
+      const float d = row[i] - mean;
+      var += d * d;
+    }
+    var /= static_cast<float>(dim);
+    const float inv = 1.f / std::sqrt(var + eps);
+    for (std::size_t i = 0; i < dim; ++i) row[i] = (row[i] - mean) * inv * gamma[i] + beta[i];
+  }
+}
+
+// out[rows, n] = in[rows, k] * W[n, k]^T + b (bias is written first, then accumulated into).
+void linear(const float* in, std::size_t rows, std::size_t k, const float* w, const float* b, std::size_t n, float* out) {
+  for (std::size_t r = 0; r < rows; ++r) std::copy(b, b + n, out + r * n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n),
+              static_cast<int>(k), 1.f, in, static_cast<int>(k), w, static_cast<int>(k), 1.f, out,
+              static_cast<int>(n));
+}
+
+void softmax_rows(float* s, std::size_t rows, std::size_t cols) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    float* row = s + i * cols;
+    const float mx = *std::max_element(row, row + cols);
+    float sum = 0.f;
+    for (std::size_t j = 0; j < cols; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const float inv = 1.f / sum;
+    for (std::size_t j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+// One head of one sequence: q/k/v rows have stride `ld`, ctx rows stride `ldc`; scores is n*n.
+void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t dh,
+            float scale, float* scores, float* ctx, std::size_t ldc) {
+  if (n <= kSmallSeq) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* qi = q + i * ld;
+      for (std::size_t j = 0; j < n; ++j) {
+        const float* kj = k + j * ld;
+        float dot = 0.f;
+        for (std::size_t d = 0; d < dh; ++d) dot += qi[d] * kj[d];
+        scores[i * n + j] = dot * scale;
+      }
+    }
+    softmax_rows(scores, n, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      float* ci = ctx + i * ldc;
+      std::fill(ci, ci + dh, 0.f);
+      for (std::size_t j = 0; j < n; ++j) {
+        const float p = scores[i * n + j];
+        const float* vj = v + j * ld;
+        for (std::size_t d = 0; d < dh; ++d) ci[d] += p * vj[d];
+      }
+    }
+    return;
+  }
+  const int N = static_cast<int>(n), D = static_cast<int>(dh), LD = static_cast<int>(ld);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, D, scale, q, LD, k, LD, 0.f, scores, N);
+  softmax_rows(scores, n, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, N, 1.f, scores, N, v, LD, 0.f, ctx,
+              static_cast<int>(ldc));
+}
+
+float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
+
+}  // namespace
+
+std::vector<float> minilm_forward(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids) {
+  return minilm_forward_checked(w, ids, nullptr);
+}
+
+std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids,
+                                          const std::function<void()>& checkpoint) {
+  const MiniLMConfig& c = w.config;
+  const std::size_t H = c.hidden, I = c.intermediate, heads = c.heads, dh = H / heads;
+  std::vector<std::size_t> offsets(ids.size() + 1, 0);
+  std::size_t max_len = 0;
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    const std::size_t n = ids[b].size();
+    if (n == 0 || n > c.max_position) throw std::invalid_argument("minilm: sequence length out of range");
+    offsets[b + 1] = offsets[b] + n;
+    max_len = std::max(max_len, n);
+  }
+  const std::size_t T = offsets.back();
+  std::vector<float> out(ids.size() * H, 0.f);
+  if (T == 0) return out;
+
+  // One block of per-call scratch: x [T,H], qkv [T,3H], ctx [T,H], tmp [T,I], scores [L,L].
+  std::vector<float> scratch(T * H + T * 3 * H + T * H + T * I + max_len * max_len);
+  float* x = scratch.data();
+  float* qkv = x + T * H;
+  float* ctx = qkv + T * 3 * H;
+  float* tmp = ctx + T * H;
+  float* scores = tmp + T * I;
+
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    for (std::size_t p = 0; p < ids[b].size(); ++p) {
+      const std::int32_t id = ids[b][p];
+      if (id < 0 || static_cast<std::size_t>(id) >= c.vocab_size) throw std::invalid_argument("minilm: token id out of range");
+      const float* we = w.word_embeddings + static_cast<std::size_t>(id) * H;
+      const float* pe = w.position_embeddings + p * H;
+      const float* te = w.token_type_embeddings;
+      float* row = x + (offsets[b] + p) * H;
+      for (std::size_t i = 0; i < H; ++i) row[i] = we[i] + pe[i] + te[i];
+    }
+  }
+  layer_norm(x, T, H, w.embed_ln_gamma, w.embed_ln_beta, c.layer_norm_eps);
+
+  const float scale = 1.f / std::sqrt(static_cast<float>(dh));
+  for (const MiniLMLayerWeights& lw : w.layers) {
+    if (checkpoint) checkpoint();
+    linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv);
+    for (std::size_t b = 0; b < ids.size(); ++b) {
+      const std::size_t n = offsets[b + 1] - offsets[b];
+      const float* base = qkv + offsets[b] * 3 * H;
+      for (std::size_t h = 0; h < heads; ++h) {
+        attend(base + h * dh, base + H + h * dh, base + 2 * H + h * dh, 3 * H, n, dh, scale, scores,
+               ctx + offsets[b] * H + h * dh, H);
+      }
+    }
+    linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp);
+    for (std::size_t i = 0; i < T * H; ++i) x[i] += tmp[i];
+    layer_norm(x, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
+
+    linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp);
+    for (std::size_t i = 0; i < T * I; ++i) tmp[i] = gelu(tmp[i]);
+    linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx);
+    for (std::size_t i = 0; i < T * H; ++i) x[i] += ctx[i];
+    layer_norm(x, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
+  }
+
+  // Mean pooling over every token of the sequence ([CLS] and [SEP] included, as the attention
+  // mask does in sentence-transformers), then L2 normalisation.
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    float* o = out.data() + b * H;
+    for (std::size_t t = offsets[b]; t < offsets[b + 1]; ++t) {
+      for (std::size_t i = 0; i < H; ++i) o[i] += x[t * H + i];
+    }
+    l2_normalize(o, H);
+  }
+  return out;
+}
+
+void l2_normalize(float* v, std::size_t dim) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < dim; ++i) sum += static_cast<double>(v[i]) * v[i];
+  if (sum <= 0.0) return;
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum));
+  for (std::size_t i = 0; i < dim; ++i) v[i] *= inv;
+}
+
+}  // namespace tidegate::cache

@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <thread>
+
+#include "tidegate/cache/minilm.h"
+#include "test_support.h"
+
+namespace tidegate::cache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double cosine(const float* a, const float* b, std::size_t n) {
+  double dot = 0, na = 0, nb = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    dot += static_cast<double>(a[i]) * b[i];
+    na += static_cast<double>(a[i]) * a[i];
+    nb += static_cast<double>(b[i]) * b[i];
+  }
+  return dot / std::sqrt(na * nb);
+}
+
+class MiniLM : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (testing::have_model()) model_ = MiniLMModel::load(testing::model_dir());
+  }
+  static void TearDownTestSuite() { model_.reset(); }
+  void SetUp() override {
+    if (!model_) GTEST_SKIP() << testing::kNoModel << testing::model_dir();
+  }
+  static std::vector<std::string> reference_texts() {
+    std::vector<std::string> texts;
+    const auto ref = testing::reference();  // outlives the loop: the range is a reference into it
+    for (const auto& c : ref.at("cases").as_array()) texts.emplace_back(c.at("text").as_string());
+    return texts;
+  }
+  static inline std::shared_ptr<const MiniLMModel> model_;
+};
+
+TEST_F(MiniLM, MatchesSentenceTransformersReference) {
+  auto embedder = make_minilm_embedder(model_);
+  ASSERT_EQ(embedder->dim(), 384u);
+  EXPECT_EQ(embedder->name(), "minilm");
+  const auto ref = testing::reference();
+  const auto texts = reference_texts();
+  const auto got = embedder->embed(texts, Clock::now() + std::chrono::minutes(5));
+  ASSERT_EQ(got.size(), texts.size() * 384);
+  const auto& cases = ref.at("cases").as_array();
+  double worst = 1.0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::vector<float> expected;
+    for (const auto& v : cases[i].at("embedding").as_array()) expected.push_back(static_cast<float>(v.as_double()));
+    ASSERT_EQ(expected.size(), 384u);
+    const double cos = cosine(got.data() + i * 384, expected.data(), 384);
+    worst = std::min(worst, cos);
+    EXPECT_GE(cos, 0.999) << "text: " << texts[i];
+    EXPECT_NEAR(cosine(got.data() + i * 384, got.data() + i * 384, 384), 1.0, 1e-6);
+  }
+  std::cout << "worst cosine vs sentence-transformers: " << std::setprecision(9) << worst << "\n";
+}
+
+TEST_F(MiniLM, BatchingDoesNotChangeAnyRow) {
+  auto embedder = make_minilm_embedder(model_);
+  const auto texts = reference_texts();
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  const auto batch = embedder->embed(texts, deadline);
+  for (std::size_t i = 0; i < texts.size(); i += 5) {
+    const auto single = embedder->embed({texts[i]}, deadline);
+    for (std::size_t d = 0; d < 384; ++d) ASSERT_NEAR(single[d], batch[i * 384 + d], 1e-5) << texts[i];
+  }
+  EXPECT_TRUE(embedder->embed({}, deadline).empty());
+}
+
+TEST_F(MiniLM, RowsAreUnitLength) {
+  auto embedder = make_minilm_embedder(model_);
+  const auto v = embedder->embed({"a", std::string(5000, '?'), "\xff\xfe"}, Clock::now() + std::chrono::minutes(1));
+  for (std::size_t r = 0; r < 3; ++r) {
+    double n = 0;
+    for (std::size_t d = 0; d < 384; ++d) n += static_cast<double>(v[r * 384 + d]) * v[r * 384 + d];
+    EXPECT_NEAR(n, 1.0, 1e-4);
+  }
+}
+
+TEST_F(MiniLM, ParaphrasesAreCloserThanUnrelatedSentences) {
+  auto embedder = make_minilm_embedder(model_);
+  const auto v = embedder->embed({"What is the capital of France?", "Which city is France's capital?",
+                                  "How do I bake sourdough bread?"},
+                                 Clock::now() + std::chrono::minutes(1));
+  EXPECT_GT(cosine(v.data(), v.data() + 384, 384), 0.8);
+  EXPECT_LT(cosine(v.data(), v.data() + 768, 384), 0.3);
+}
+
+TEST_F(MiniLM, ConcurrentCallsAgree) {
+  auto embedder = make_minilm_embedder(model_);
+  const std::vector<std::string> texts = {"concurrency in the encoder", "a second sentence, a bit longer than the first"};
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  const auto expected = embedder->embed(texts, deadline);
+  std::vector<std::vector<float>> results(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < results.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) results[t] = embedder->embed(texts, deadline);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& r : results) EXPECT_EQ(r, expected);
+}
+
+TEST_F(MiniLM, PastDeadlineThrows) {
+  auto embedder = make_minilm_embedder(model_);
+  EXPECT_THROW(embedder->embed({"late"}, Clock::now() - std::chrono::milliseconds(1)), std::runtime_error);
+}
+
+TEST_F(MiniLM, MaxSeqLengthOptionTruncates) {
+  MiniLMOptions options;
+  options.max_seq_length = 8;
+  auto short_embedder = make_minilm_embedder(model_, options);
+  auto full = make_minilm_embedder(model_);
+  const auto deadline = Clock::now() + std::chrono::minutes(1);
+  const std::string text = "one two three four five six seven eight nine ten eleven twelve";
+  const std::string prefix = "one two three four five six";
+  EXPECT_EQ(short_embedder->embed({text}, deadline), full->embed({prefix}, deadline));
+}
+
+TEST(MiniLMLoad, MissingFolderSaysHowToFixIt) {
+  try {
+    MiniLMModel::load("/nonexistent/minilm");
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/minilm"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("scripts/setup.sh"), std::string::npos);
+  }
+}
+
+TEST(MiniLMLoad, CorruptSafetensorsIsReported) {
+  const auto dir = std::filesystem::temp_directory_path() / ("minilm_corrupt_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type":"bert","hidden_size":8,"num_attention_heads":2,
+      "intermediate_size":16,"num_hidden_layers":1,"vocab_size":4,"max_position_embeddings":16})";
+  std::ofstream(dir / "vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n";
+  {
+    std::ofstream f(dir / "model.safetensors", std::ios::binary);
+    const std::uint64_t len = 1000;  // longer than the file
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f << "{}";
+  }
+  try {
+    MiniLMModel::load(dir.string());
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("header length"), std::string::npos) << e.what();
+  }
+  {
+    std::ofstream f(dir / "model.safetensors", std::ios::binary);
+    const std::string header = R"({"embeddings.word_embeddings.weight":{"dtype":"F32","shape":[4,8],"data_offsets":[0,128]}})";
+    const std::uint64_t len = header.size();
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f << header << std::string(128, '\0');
+  }
+  try {
+    MiniLMModel::load(dir.string());
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("position_embeddings.weight' is missing"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tidegate::cache
