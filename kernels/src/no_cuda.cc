@@ -17,6 +17,11 @@ bool gpu_available(std::string* why) {
   return false;
 }
 
+std::optional<DeviceInfo> describe_device(bool, std::string* why) {
+  set(why);
+  return std::nullopt;
+}
+
 std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t, std::string* why) {
   set(why);
   return nullptr;

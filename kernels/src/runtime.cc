@@ -54,4 +54,42 @@ bool gpu_available(std::string* why) {
   return true;
 }
 
+namespace {
+DeviceInfo query_device(bool measure_copy_bandwidth) {
+  cudaDeviceProp prop{};
+  TG_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  DeviceInfo info{prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem, 0};
+  if (!measure_copy_bandwidth) return info;
+  // 1 GiB each way: far past the L2, so the copy runs at DRAM speed.
+  const std::size_t bytes = std::size_t{1} << 30;
+  detail::DeviceBuffer<unsigned char> a(bytes), b(bytes);
+  cudaEvent_t start, stop;
+  TG_CUDA_CHECK(cudaEventCreate(&start));
+  TG_CUDA_CHECK(cudaEventCreate(&stop));
+  TG_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
+  TG_CUDA_CHECK(cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));  // warm-up
+  constexpr int kReps = 10;
+  TG_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < kReps; ++i) TG_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));
+  TG_CUDA_CHECK(cudaEventRecord(stop));
+  TG_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  TG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  info.copy_gbps = 2.0 * static_cast<double>(bytes) * kReps / (ms * 1e-3) / 1e9;
+  return info;
+}
+}  // namespace
+
+std::optional<DeviceInfo> describe_device(bool measure_copy_bandwidth, std::string* why) {
+  if (!gpu_available(why)) return std::nullopt;
+  try {
+    return query_device(measure_copy_bandwidth);
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+}
+
 }  // namespace tidegate::kernels

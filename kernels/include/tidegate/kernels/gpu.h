@@ -5,6 +5,7 @@
 // fall back to the CPU implementation with one log line.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tidegate/cache/embedder.h"
@@ -18,6 +19,19 @@ bool built_with_cuda();
 // True when at least one CUDA device is usable. No driver (libcuda absent), an old driver or
 // zero devices all answer false with `why` set; never throws, never aborts.
 bool gpu_available(std::string* why);
+
+struct DeviceInfo {
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  int multiprocessors = 0;
+  std::size_t memory_bytes = 0;
+  // Measured cudaMemcpy device-to-device rate, counting bytes read plus bytes written (the
+  // memory traffic a copy causes); 0 unless asked for. The bound a read-only scan can reach.
+  double copy_gbps = 0;
+};
+// Device 0's properties; nullopt (with `why`) when gpu_available() is false.
+std::optional<DeviceInfo> describe_device(bool measure_copy_bandwidth, std::string* why);
 
 // Largest k the GPU index answers in one search (the per-warp top-k list is one warp wide).
 inline constexpr std::size_t kGpuMaxK = 32;
