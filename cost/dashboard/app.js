@@ -11,7 +11,8 @@
     ["bill_usd", "Bill", "usd"], ["request_usd", "Requests", "usd"], ["idle_usd", "Idle", "usd"],
     ["standby_usd", "Standby", "usd"], ["idle_share", "Idle share", "pct"],
     ["cache_savings_usd", "Cache savings", "usd"], ["requests", "Model calls", "int"],
-    ["cache_hits", "Cache hits", "int"], ["in_flight", "In flight", "int"]];
+    ["cache_hits", "Cache hits", "int"], ["in_flight", "In flight", "int"], ["pending_usd", "Unsettled", "usd"],
+    ["clock_regressions", "Clock regressions", "int"]];
   var COLORS = ["#0f766e", "#2563eb", "#d97706", "#7c3aed", "#dc2626", "#0891b2", "#65a30d", "#db2777",
     "#475569", "#ca8a04"];
   var panels = {};
@@ -137,7 +138,7 @@
       var yy = Math.round(y(v)) + 0.5;
       g.beginPath(); g.moveTo(pad.l, yy); g.lineTo(w - pad.r, yy); g.stroke();
       g.textAlign = "right"; g.textBaseline = "middle";
-      g.fillText(fmt(v, s.unit), pad.l - 6, yy);
+      g.fillText(fmt(v, s.unit === "$/h" ? "usd" : s.unit), pad.l - 6, yy);
     }
     g.textBaseline = "alphabetic";
     g.textAlign = "left"; g.fillText(clock(tmin), pad.l, h - 4);
