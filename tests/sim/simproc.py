@@ -6,7 +6,8 @@ import time
 
 
 class Sim:
-    def __init__(self, binary, *flags, wait_ready=True):
+    def __init__(self, binary, *flags, expect_exit=0):
+        self.expect_exit = expect_exit
         self.proc = subprocess.Popen([binary, "--port", "0", *map(str, flags)], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         ready, _, _ = select.select([self.proc.stdout], [], [], 10)
@@ -22,16 +23,21 @@ class Sim:
         self.port = int(self.addr.rsplit(":", 1)[1])
 
     def stop(self):
+        """Stops the server (SIGTERM) and returns its exit status."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(5)
+                self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        return self.proc.returncode
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, *exc):
+        rc = self.stop()
+        # A clean shutdown is part of the contract (and where sanitizers report leaks).
+        if exc_type is None and rc != self.expect_exit:
+            raise AssertionError(f"tidegate-sim exited {rc}, expected {self.expect_exit}: {self.proc.stderr.read()[-3000:]}")

@@ -181,7 +181,7 @@ def case_fail_rate():
 
 
 def case_die_after():
-    with Sim(BIN, "--ttft-ms", 0, "--tpot-ms", 50, "--die-after", 2) as s:
+    with Sim(BIN, "--ttft-ms", 0, "--tpot-ms", 50, "--die-after", 2, expect_exit=3) as s:
         assert post(s.url, "/v1/chat/completions", CHAT).status_code == 200
         got = b""
         try:
@@ -194,7 +194,7 @@ def case_die_after():
             pass
         assert b"data: " in got and b"[DONE]" not in got, got
         assert s.proc.wait(10) == 3
-    with Sim(BIN, "--ttft-ms", 0, "--die-after", 1) as s:
+    with Sim(BIN, "--ttft-ms", 0, "--die-after", 1, expect_exit=3) as s:
         try:
             post(s.url, "/v1/chat/completions", CHAT)
             raise AssertionError("answered")
@@ -263,6 +263,20 @@ def case_fixed_timing():
         total = time.monotonic() - t0
         assert first is not None and first >= 0.19, first
         assert total >= 0.2 + 4 * 0.02 - 0.01, total
+
+
+def case_client_disconnect():
+    # A client leaving mid-stream frees its batch slot: the next request is served at once.
+    with Sim(BIN, "--max-batch", 1, "--ttft-ms", 0, "--tpot-ms", 20) as s:
+        with httpx.stream("POST", s.url + "/v1/chat/completions",
+                          json={**CHAT, "max_tokens": 100000, "stream": True}, timeout=10) as r:
+            next(r.iter_raw())
+        deadline = time.monotonic() + 10
+        while metric(httpx.get(s.url + "/metrics", timeout=5).text, "vllm:num_requests_running") != 0:
+            assert time.monotonic() < deadline, "slot never freed"
+            time.sleep(0.02)
+        r = post(s.url, "/v1/chat/completions", {**CHAT, "max_tokens": 2})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}

@@ -161,25 +161,22 @@ ChunkWriter::ChunkWriter(const GenerationRequest& req, const ServerConfig& cfg, 
           "\",\"created\":" + std::to_string(created) + ",\"model\":" + json_quote(cfg.model) + ",\"choices\":";
 }
 
-std::string ChunkWriter::role_event() const {
-  return "data: " + head_ +
-         "[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+// One choice per event; `payload` is the delta object (chat) or the text field (completions).
+std::string ChunkWriter::choice_event(std::string_view payload, std::string_view finish_reason_json) const {
+  std::string s = "data: " + head_ + "[{\"index\":0,";
+  s += api_ == Api::kChat ? "\"delta\":" : "\"text\":";
+  s.append(payload).append(",\"logprobs\":null,\"finish_reason\":").append(finish_reason_json).append("}]}\n\n");
+  return s;
 }
 
+std::string ChunkWriter::role_event() const { return choice_event(R"({"role":"assistant","content":""})", "null"); }
+
 std::string ChunkWriter::token_event(std::string_view token) const {
-  if (api_ == Api::kChat)
-    return "data: " + head_ + "[{\"index\":0,\"delta\":{\"content\":" + json_quote(token) +
-           "},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
-  return "data: " + head_ + "[{\"index\":0,\"text\":" + json_quote(token) +
-         ",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+  return choice_event(api_ == Api::kChat ? "{\"content\":" + json_quote(token) + "}" : json_quote(token), "null");
 }
 
 std::string ChunkWriter::finish_event(std::string_view reason) const {
-  if (api_ == Api::kChat)
-    return "data: " + head_ + "[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":" + json_quote(reason) +
-           "}]}\n\n";
-  return "data: " + head_ + "[{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":" + json_quote(reason) +
-         "}]}\n\n";
+  return choice_event(api_ == Api::kChat ? "{}" : "\"\"", json_quote(reason));
 }
 
 std::string ChunkWriter::usage_event(std::int64_t prompt, std::int64_t completion) const {

@@ -56,6 +56,7 @@ class ChunkWriter final {
   static std::string done_event() { return "data: [DONE]\n\n"; }
 
  private:
+  std::string choice_event(std::string_view payload, std::string_view finish_reason_json) const;
   std::string head_;  // {"id":..,"object":..,"created":..,"model":..,"choices":
   Api api_;
 };
