@@ -1,0 +1,74 @@
+// CPU encoder latency: short prompts (the cache's common case) at batch 1, 8 and 32, one
+// OpenBLAS thread per call as in production (the worker pool provides the parallelism).
+// Model folder: $TIDEGATE_MINILM_DIR or <repo>/third_party/models/all-MiniLM-L6-v2.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "tidegate/cache/hash_embedder.h"
+#include "tidegate/cache/minilm.h"
+
+namespace {
+
+using tidegate::cache::Embedder;
+
+const std::vector<std::string>& prompts() {
+  static const std::vector<std::string> p = {
+      "What is the capital of France?",
+      "How do I reset my password on the web portal?",
+      "Explain the difference between TCP and UDP in two sentences.",
+      "Write a haiku about autumn leaves.",
+      "Translate 'good morning' into Spanish and German.",
+      "What are the side effects of ibuprofen?",
+      "Summarise the plot of Hamlet briefly.",
+      "Give me three ideas for a birthday party theme.",
+  };
+  return p;
+}
+
+std::vector<std::string> batch_of(std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back(prompts()[i % prompts().size()] + " #" + std::to_string(i));
+  return out;
+}
+
+std::shared_ptr<const tidegate::cache::MiniLMModel> model() {
+  static auto m = [] {
+    const char* env = std::getenv("TIDEGATE_MINILM_DIR");
+    return tidegate::cache::MiniLMModel::load(env ? env : std::string(TIDEGATE_SOURCE_ROOT) + "/third_party/models/all-MiniLM-L6-v2");
+  }();
+  return m;
+}
+
+void run(benchmark::State& state, Embedder& embedder) {
+  const auto texts = batch_of(static_cast<std::size_t>(state.range(0)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  for (auto _ : state) benchmark::DoNotOptimize(embedder.embed(texts, deadline));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_MiniLM(benchmark::State& state) {
+  static auto embedder = tidegate::cache::make_minilm_embedder(model());
+  run(state, *embedder);
+}
+BENCHMARK(BM_MiniLM)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Tokenize(benchmark::State& state) {
+  const auto& tok = model()->tokenizer();
+  for (auto _ : state) {
+    for (const auto& p : prompts()) benchmark::DoNotOptimize(tok.encode(p, 256));
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(prompts().size()));
+}
+BENCHMARK(BM_Tokenize)->Unit(benchmark::kMicrosecond);
+
+void BM_Hash(benchmark::State& state) {
+  static auto embedder = tidegate::cache::make_hash_embedder();
+  run(state, *embedder);
+}
+BENCHMARK(BM_Hash)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
