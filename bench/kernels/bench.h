@@ -11,7 +11,8 @@
 namespace tidegate::kernels::bench {
 
 struct Options {
-  bool gpu = true;                   // false: CPU-only run (--cpu-only)
+  bool gpu = true;                   // false: CPU-only run (--cpu-only) or no usable GPU
+  std::string gpu_skip_reason;
   std::vector<std::size_t> sizes = {100'000, 1'000'000, 10'000'000};
   std::vector<std::size_t> batches = {1, 64};
   std::size_t dim = 384;

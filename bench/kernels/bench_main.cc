@@ -126,6 +126,7 @@ int run(int argc, char** argv) {
     }
   }
   if (!o.gpu) {
+    o.gpu_skip_reason = why;
     doc["gpu"] = {{"skipped", why}};
     std::cerr << "kernels_bench: GPU parts skipped: " << why << "\n";
   }

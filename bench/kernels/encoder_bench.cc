@@ -77,7 +77,7 @@ boost::json::object run_encoder_bench(const Options& o) {
   const unsigned cpu_threads = std::max(1u, std::thread::hardware_concurrency());
   auto cpu = cache::make_minilm_embedder(model, cache::MiniLMOptions{});
   boost::json::array gpu_rows, cpu_rows;
-  std::string why = "GPU parts skipped";
+  std::string why = o.gpu_skip_reason;
   for (const std::size_t tokens : o.encoder_tokens) {
     const auto pool = make_prompts(model->tokenizer(), tokens, 512);
     for (const std::size_t b : o.encoder_batches) {

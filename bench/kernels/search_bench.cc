@@ -66,7 +66,7 @@ boost::json::object run_search_bench(const Options& o, double copy_gbps) {
   for (const std::size_t n : o.sizes) {
     std::cerr << "kernels_bench: search, " << n << " entries\n";
     boost::json::object r{{"entries", n}, {"dim", dim}, {"k", k}, {"data", "uniform random unit vectors"}};
-    std::string why = "GPU parts skipped";
+    std::string why = o.gpu_skip_reason;
     std::unique_ptr<cache::VectorIndex> gpu;
     if (o.gpu) gpu = make_gpu_flat_index(dim, &why);
     std::unique_ptr<faiss::IndexFlatIP> flat;
