@@ -1,0 +1,142 @@
+#pragma once
+// The Tidegate gateway: an OpenAI-compatible HTTP/1.1 proxy in front of model servers.
+// Other components plug in through three small seams:
+//   - RequestFilter: async pre-forward step (answer locally: cache hit, budget refusal),
+//     response headers, and an on-complete callback with tokens/content/timings;
+//   - add_route(): extra admin routes (/admin/..., /dashboard);
+//   - routing()/signals(): the scaler's RoutingTarget and SignalSource.
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tidegate/gateway/config.h"
+#include "tidegate/scaler/routing.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace tidegate::gateway {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A response the gateway sends without asking a replica.
+struct LocalReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;      // a whole body; text/event-stream bodies are sent as one piece
+  Headers headers;
+  std::string reason;    // counted in tidegate_local_replies_total{reason}; e.g. "cache_hit"
+};
+
+struct RequestTimings {
+  double total_s = 0;     // request fully read -> response fully written
+  double queue_s = 0;     // waiting in the admission queue
+  double ttfb_s = -1;     // request read -> first response byte written (-1: never)
+  double upstream_s = 0;  // first byte sent to a replica -> last byte received from it
+  double overhead_s = 0;  // total - queue - upstream: time the gateway itself added
+};
+
+// Per-request state, shared with filters. Fields above "outcome" are set before pre_forward.
+struct RequestContext {
+  std::string request_id;
+  std::string path;       // "/v1/chat/completions", ...
+  std::string model;
+  std::string tenant;     // "anonymous" in open mode
+  std::string key_name;   // name of the API key used (never the key)
+  std::map<std::string, std::string> tags;  // team, project, ... from the key
+  bool stream = false;
+  bool client_wants_usage = false;
+  std::optional<std::int64_t> max_tokens;
+  std::optional<double> temperature;
+  std::int64_t n = 1;
+  std::string user;
+  std::shared_ptr<const boost::json::value> body;  // the parsed request
+  std::chrono::steady_clock::time_point start;
+
+  Headers response_headers;                         // filters add; sent with the response head
+  std::map<std::string, std::string> attributes;    // scratchpad shared between filters
+
+  // Outcome, valid in on_complete.
+  int status = 0;
+  std::string reason;          // empty on success; error code or local-reply reason otherwise
+  bool local_reply = false;    // answered by a filter or the gateway, not a replica
+  std::string replica_id;
+  std::string replica_class;
+  std::int64_t prompt_tokens = -1;      // -1: unknown
+  std::int64_t completion_tokens = -1;
+  std::string content;         // choice 0, accumulated across stream chunks
+  std::string finish_reason;
+  bool complete = false;       // the replica's answer arrived whole (stream reached [DONE])
+  std::uint64_t bytes_sent = 0;
+  RequestTimings timings;
+};
+
+class RequestFilter {
+ public:
+  // Call exactly once, from any thread: nullopt continues, a LocalReply answers now.
+  using Done = std::function<void(std::optional<LocalReply>)>;
+  virtual ~RequestFilter() = default;
+  // Runs on the connection's event loop. May hand work to another thread and call done
+  // later; the session resumes on its own loop. Filters run in the order added.
+  virtual void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) { done(std::nullopt); }
+  // Just before the response head is sent: append to ctx.response_headers. For non-stream
+  // responses the body (and usage) is already known here; for streams it is not.
+  virtual void on_response_headers(RequestContext& ctx) {}
+  // After the response ended (success or failure). Runs on the event loop: do not block.
+  virtual void on_complete(const RequestContext& ctx) {}
+};
+
+// A request to an extra route.
+struct RouteRequest {
+  std::string method;
+  std::string target;  // path + query
+  std::string path;
+  std::string query;   // without '?'
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+};
+using RouteHandler = std::function<void(const RouteRequest&, std::function<void(LocalReply)> respond)>;
+
+class Gateway final {
+ public:
+  explicit Gateway(std::shared_ptr<const GatewayConfig> config);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Setup, before start().
+  void add_filter(std::shared_ptr<RequestFilter> filter);
+  // Requests whose path starts with `path_prefix` (and method matches; "*" = any). With
+  // admin_only and an admin_key configured, "Authorization: Bearer <admin_key>" is required.
+  void add_route(std::string method, std::string path_prefix, RouteHandler handler, bool admin_only = true);
+  prometheus::Registry& registry();            // register more tidegate_* metrics here
+  scaler::RoutingTarget& routing();            // thread-safe
+  const scaler::SignalSource& signals() const; // thread-safe
+
+  // Binds and starts the event loops; throws std::runtime_error when the port is taken.
+  void start();
+  std::uint16_t port() const;  // the bound port (useful with listen port 0)
+  std::shared_ptr<const GatewayConfig> config() const;
+  // SIGHUP: new upstream lists, keys, limits; open connections keep going.
+  void reload(std::shared_ptr<const GatewayConfig> config);
+  // SIGTERM: stop accepting, let in-flight requests finish (up to timeouts.drain), stop.
+  void drain();
+  void stop();   // immediately
+  void wait();   // until stopped
+
+  struct Impl;  // opaque; named publicly only so the implementation files can share it
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tidegate::gateway

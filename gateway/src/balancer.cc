@@ -1,0 +1,44 @@
+#include "balancer.h"
+
+namespace tidegate::gateway {
+
+int Balancer::pick(BalancerKind kind, const std::vector<Candidate>& c) {
+  if (c.empty()) return -1;
+  if (c.size() == 1) return 0;
+  switch (kind) {
+    case BalancerKind::kLeastOutstandingP2C: return least_outstanding_p2c(c);
+    case BalancerKind::kRoundRobin: return static_cast<int>(round_robin_++ % c.size());
+    case BalancerKind::kWeighted: return weighted_random(c);
+  }
+  return 0;
+}
+
+// Two random choices, keep the less loaded: near-best balance without herding every request
+// onto the single least-loaded replica (whose count is stale by the time requests land).
+int Balancer::least_outstanding_p2c(const std::vector<Candidate>& c) {
+  std::uniform_int_distribution<std::size_t> first(0, c.size() - 1);
+  std::uniform_int_distribution<std::size_t> second(0, c.size() - 2);
+  const auto a = first(rng_);
+  auto b = second(rng_);
+  if (b >= a) ++b;
+  // Load relative to weight, so a bigger replica (weight 2) counts half as loaded.
+  const double la = c[a].outstanding / (c[a].weight > 0 ? c[a].weight : 1e-9);
+  const double lb = c[b].outstanding / (c[b].weight > 0 ? c[b].weight : 1e-9);
+  return static_cast<int>(lb < la ? b : a);
+}
+
+int Balancer::weighted_random(const std::vector<Candidate>& c) {
+  double total = 0;
+  for (const auto& x : c) total += x.weight > 0 ? x.weight : 0;
+  if (total <= 0) return static_cast<int>(round_robin_++ % c.size());
+  std::uniform_real_distribution<double> dist(0, total);
+  double r = dist(rng_);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const double w = c[i].weight > 0 ? c[i].weight : 0;
+    if (r < w) return static_cast<int>(i);
+    r -= w;
+  }
+  return static_cast<int>(c.size() - 1);
+}
+
+}  // namespace tidegate::gateway

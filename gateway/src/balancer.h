@@ -1,0 +1,30 @@
+#pragma once
+// Replica choice as pure functions of the candidates' load and weight, so they are unit
+// tested without sockets. The pool filters out replicas that cannot take a request.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "tidegate/gateway/config.h"
+
+namespace tidegate::gateway {
+
+struct Candidate {
+  int outstanding = 0;
+  double weight = 1.0;
+};
+
+class Balancer final {
+ public:
+  explicit Balancer(std::uint64_t seed = std::random_device{}()) : rng_(seed) {}
+  // Index into `candidates` (all eligible), or -1 when empty.
+  int pick(BalancerKind kind, const std::vector<Candidate>& candidates);
+
+ private:
+  int least_outstanding_p2c(const std::vector<Candidate>& c);
+  int weighted_random(const std::vector<Candidate>& c);
+  std::mt19937_64 rng_;
+  std::uint64_t round_robin_ = 0;
+};
+
+}  // namespace tidegate::gateway

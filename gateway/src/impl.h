@@ -1,0 +1,100 @@
+#pragma once
+// Private state shared by the listener, sessions and probes. One Impl per Gateway.
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "openai.h"
+#include "stats.h"
+#include "tidegate/gateway/gateway.h"
+#include "upstreams.h"
+
+namespace tidegate::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+class Session;
+
+// Config durations are seconds as double; timers want steady_clock durations.
+inline std::chrono::steady_clock::duration secs(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Idle keep-alive connections to replicas, owned by one event loop (no locking).
+class ConnPool final {
+ public:
+  std::unique_ptr<beast::tcp_stream> take(std::uint64_t replica_serial);
+  void put(std::uint64_t replica_serial, std::unique_ptr<beast::tcp_stream> conn);
+  static constexpr std::size_t kMaxIdlePerReplica = 256;
+
+ private:
+  std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<beast::tcp_stream>>> idle_;
+};
+
+// Member order matters at teardown: pooled connections go first, then the io_context
+// (whose pending handlers own sessions that unregister themselves under sessions_mu).
+struct Worker {
+  std::mutex sessions_mu;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  std::thread thread;
+  net::io_context ioc{1};
+  ConnPool conns;
+};
+
+struct Route {
+  std::string method;
+  std::string prefix;
+  RouteHandler handler;
+  bool admin_only;
+};
+
+struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
+  explicit Impl(std::shared_ptr<const GatewayConfig> c);
+
+  std::shared_ptr<const GatewayConfig> config() const {
+    std::lock_guard lock(config_mu);
+    return config_;
+  }
+  // Resolves a bearer key to its entry (constant time over all keys). nullptr: rejected.
+  const ApiKey* authenticate(const GatewayConfig& c, std::string_view bearer) const;
+  void access_log(const RequestContext& ctx, const std::string& method);
+  void close_idle_sessions();
+  std::string next_request_id();
+
+  mutable std::mutex config_mu;
+  std::shared_ptr<const GatewayConfig> config_;
+  std::shared_ptr<prometheus::Registry> registry;
+  GatewayStats stats;
+  Upstreams upstreams;
+  std::vector<std::shared_ptr<RequestFilter>> filters;
+  std::vector<Route> routes;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<net::steady_timer> probe_timer;
+  std::atomic<std::size_t> next_worker{0};
+  std::atomic<std::size_t> open_connections{0};
+  std::atomic<bool> draining{false};
+  std::atomic<bool> stopped{false};
+  std::uint16_t bound_port = 0;
+  int access_fd = 2;
+  std::mutex rng_mu;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::atomic<std::uint64_t> request_counter{0};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+};
+
+// Active health probes; runs on worker 0.
+void start_health_probes(const std::shared_ptr<Gateway::Impl>& impl);
+
+}  // namespace tidegate::gateway

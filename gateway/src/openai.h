@@ -1,0 +1,52 @@
+#pragma once
+// The OpenAI wire format as far as the gateway needs it: reading the few request fields
+// routing uses, rewriting stream_options, and error objects.
+#include <boost/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tidegate::gateway {
+
+enum class Endpoint { kChat, kCompletions, kEmbeddings };
+
+// OpenAI-shaped error: {"error":{"message","type","param","code"}}.
+struct ApiError {
+  int status = 500;
+  std::string message;
+  std::string type;   // invalid_request_error, authentication_error, rate_limit_error, server_error...
+  std::string param;  // empty -> null
+  std::string code;   // machine-readable reason; also the metrics/log "reason"
+  double retry_after_s = 0;  // >0: Retry-After header
+};
+
+std::string error_body(const ApiError& e);
+// Canned errors, one place for wording and status.
+ApiError bad_request(std::string message, std::string param, std::string code);
+ApiError error_with_status(int status, std::string message, std::string code);
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  bool stream = false;
+  bool client_wants_usage = false;  // stream_options.include_usage was true
+  std::optional<std::int64_t> max_tokens;
+  std::optional<double> temperature;
+  std::int64_t n = 1;
+  std::string user;
+  // Body to send upstream: the client's bytes untouched unless include_usage had to be added.
+  std::string upstream_body;
+  bool usage_injected = false;
+  boost::json::value json;  // the parsed body, for filters (cache key, prompt text)
+};
+
+// Validates what routing needs and builds the upstream body. Returns an error for bad JSON,
+// wrong types, a missing model, empty messages/prompt/input.
+std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, ParsedRequest& out);
+
+// Compares secrets without early exit, so timing does not reveal how much of a key matched.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace tidegate::gateway

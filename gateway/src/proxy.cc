@@ -1,0 +1,275 @@
+// The upstream half of a Session: admission, connect (or reuse), request, and relaying the
+// response. Nothing may reach the client before the upstream head is known, so failures
+// up to that point can be retried on another replica.
+#include <cmath>
+
+#include "session.h"
+
+namespace tidegate::gateway {
+namespace {
+
+// A pooled connection the server already closed reads as EOF without blocking.
+bool peer_closed(beast::tcp_stream& s) {
+  char c;
+  const auto n = ::recv(s.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+}  // namespace
+
+std::unique_ptr<beast::tcp_stream> ConnPool::take(std::uint64_t serial) {
+  auto it = idle_.find(serial);
+  if (it == idle_.end()) return nullptr;
+  while (!it->second.empty()) {
+    auto conn = std::move(it->second.back());
+    it->second.pop_back();
+    if (conn->socket().is_open() && !peer_closed(*conn)) return conn;
+  }
+  return nullptr;
+}
+
+void ConnPool::put(std::uint64_t serial, std::unique_ptr<beast::tcp_stream> conn) {
+  auto& v = idle_[serial];
+  if (v.size() < kMaxIdlePerReplica) v.push_back(std::move(conn));
+}
+
+double Session::upstream_budget_s(double step_s) const {
+  const double left = config_->timeouts.total_s - since_start();
+  return std::max(0.001, std::min(step_s, left));
+}
+
+void Session::proxy() {
+  pool_ = impl_->upstreams.find(ctx_->model);
+  if (!pool_) return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
+  std::weak_ptr<Session> weak = shared_from_this();
+  auto ex = stream_.get_executor();
+  auto pool = pool_;
+  auto got = pool_->acquire([weak, ex, pool](ReplicaPtr r) {
+    net::post(ex, [weak, pool, r] {
+      if (auto self = weak.lock()) self->on_granted(r);
+      else if (r) pool->release(r, Outcome::kNeutral);
+    });
+  });
+  switch (got.status) {
+    case ReplicaPool::Status::kGranted:
+      return start_attempt(std::move(got.replica), false);
+    case ReplicaPool::Status::kNoReplica:
+      impl_->stats.local_reply("no_ready_replica");
+      return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
+    case ReplicaPool::Status::kQueueFull: {
+      impl_->stats.local_reply("queue_full");
+      auto e = error_with_status(429, "model '" + ctx_->model + "' is at capacity and its queue is full; retry later", "queue_full");
+      e.retry_after_s = 1;
+      return send_error(e);
+    }
+    case ReplicaPool::Status::kQueued:
+      break;
+  }
+  // Queued: the grant or the timer, whichever comes first; the pool's cancel() decides.
+  ticket_ = got.ticket;
+  waiting_in_queue_ = true;
+  queued_at_ = Clock::now();
+  const auto& mc = *config_->find_model(ctx_->model);
+  queue_timer_.emplace(stream_.get_executor());
+  queue_timer_->expires_after(secs(mc.queue.max_wait_s));
+  queue_timer_->async_wait([self = shared_from_this(), wait = mc.queue.max_wait_s](beast::error_code ec) {
+    if (ec || !self->waiting_in_queue_) return;
+    if (!self->pool_->cancel(self->ticket_)) return;  // a grant is already on its way
+    self->waiting_in_queue_ = false;
+    self->ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - self->queued_at_).count();
+    self->impl_->stats.queue_wait(self->ctx_->model, self->ctx_->timings.queue_s);
+    self->impl_->stats.local_reply("queue_timeout");
+    // 503, not 429: the client did nothing wrong; capacity did not free up in time.
+    auto e = error_with_status(503, "request waited " + std::to_string(static_cast<int>(std::lround(wait))) +
+                                        "s in the queue for model '" + self->ctx_->model + "' without a free replica",
+                               "queue_timeout");
+    e.retry_after_s = std::max(1.0, wait);
+    self->send_error(e);
+  });
+}
+
+void Session::on_granted(ReplicaPtr replica) {
+  if (!waiting_in_queue_ || !ctx_) {  // gave up meanwhile
+    if (replica) pool_->release(replica, Outcome::kNeutral);
+    return;
+  }
+  waiting_in_queue_ = false;
+  if (queue_timer_) queue_timer_->cancel();
+  ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - queued_at_).count();
+  impl_->stats.queue_wait(ctx_->model, ctx_->timings.queue_s);
+  start_attempt(std::move(replica), false);
+}
+
+void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
+  replica_ = std::move(replica);
+  ctx_->replica_id = replica_->id;
+  ctx_->replica_class = replica_->replica_class;
+  tried_.insert(replica_->serial);
+  ++attempts_;
+  up_buffer_.clear();
+  upstream_ = fresh_connection ? nullptr : worker_.conns.take(replica_->serial);
+  upstream_reused_ = upstream_ != nullptr;
+  if (upstream_) return send_upstream();
+  connect(replica_);
+}
+
+void Session::connect(const ReplicaPtr& replica) {
+  upstream_ = std::make_unique<beast::tcp_stream>(stream_.get_executor());
+  beast::error_code ec;
+  const auto addr = net::ip::make_address(replica->host, ec);
+  if (ec) {
+    // Hostnames are resolved synchronously here only as a fallback; configs use IPs.
+    tcp::resolver resolver(stream_.get_executor());
+    auto results = resolver.resolve(replica->host, std::to_string(replica->port), ec);
+    if (ec || results.empty()) return attempt_failed("resolve_failed", true, false);
+    upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
+    return upstream_->async_connect(results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+      if (ec) return self->attempt_failed(ec == beast::error::timeout ? "connect_timeout" : "connect_failed", true, false);
+      self->send_upstream();
+    });
+  }
+  upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
+  upstream_->async_connect(tcp::endpoint(addr, replica->port), [self = shared_from_this()](beast::error_code ec) {
+    if (ec) return self->attempt_failed(ec == beast::error::timeout ? "connect_timeout" : "connect_failed", true, false);
+    self->upstream_->socket().set_option(tcp::no_delay(true), ec);
+    self->send_upstream();
+  });
+}
+
+void Session::send_upstream() {
+  up_req_ = {};
+  up_req_.method(http::verb::post);
+  up_req_.target(ctx_->path);
+  up_req_.version(11);
+  up_req_.set(http::field::host, replica_->host + ":" + std::to_string(replica_->port));
+  up_req_.set(http::field::content_type, "application/json");
+  up_req_.set(http::field::accept, ctx_->stream ? "text/event-stream" : "application/json");
+  up_req_.set("x-request-id", ctx_->request_id);
+  up_req_.keep_alive(true);
+  up_req_.body() = parsed_->upstream_body;
+  up_req_.prepare_payload();
+  if (!upstream_started_) {
+    upstream_started_ = true;
+    upstream_start_ = Clock::now();
+  }
+  up_parser_.emplace();
+  up_parser_->body_limit(boost::none);
+  upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.first_byte_s)));
+  http::async_write(*upstream_, up_req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec) return self->attempt_failed("write_failed", true, ec == beast::error::timeout);
+    self->upstream_->expires_after(secs(self->upstream_budget_s(self->config_->timeouts.first_byte_s)));
+    http::async_read_header(*self->upstream_, self->up_buffer_, *self->up_parser_,
+                            [self](beast::error_code ec, std::size_t) { self->on_upstream_head(ec); });
+  });
+}
+
+void Session::on_upstream_head(beast::error_code ec) {
+  if (ec) return attempt_failed(ec == beast::error::timeout ? "first_byte_timeout" : "read_failed", true,
+                                ec == beast::error::timeout);
+  const int status = up_parser_->get().result_int();
+  if (status >= 500 && attempts_ <= config_->max_retries) {
+    // Retry only if another replica can take it right now; else relay the upstream's answer.
+    if (auto next = pool_->try_acquire(tried_)) {
+      impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
+      impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
+      drop_upstream();
+      release_replica(Outcome::kFailure);
+      return start_attempt(std::move(next), false);
+    }
+  }
+  const auto ct = up_parser_->get()[http::field::content_type];
+  if (status == 200 && ct.find("text/event-stream") != std::string_view::npos) return start_stream();
+  up_body_.clear();
+  read_upstream_body();
+}
+
+void Session::read_upstream_body() {
+  if (up_parser_->is_done()) return on_upstream_body({});
+  up_parser_->get().body().data = up_chunk_.data();
+  up_parser_->get().body().size = up_chunk_.size();
+  upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.between_chunks_s)));
+  http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec == http::error::need_buffer) ec = {};
+    const auto got = self->up_chunk_.size() - self->up_parser_->get().body().size;
+    self->up_body_.append(self->up_chunk_.data(), got);
+    if (ec) return self->attempt_failed(ec == beast::error::timeout ? "body_timeout" : "body_read_failed", false,
+                                        ec == beast::error::timeout);
+    self->read_upstream_body();
+  });
+}
+
+void Session::on_upstream_body(beast::error_code) {
+  upstream_end_ = Clock::now();
+  const int status = up_parser_->get().result_int();
+  summarize_response_body(up_body_, summary_);
+  ctx_->prompt_tokens = summary_.prompt_tokens;
+  ctx_->completion_tokens = summary_.completion_tokens;
+  ctx_->content = std::move(summary_.content);
+  ctx_->finish_reason = summary_.finish_reason;
+  ctx_->complete = status < 400;
+  const bool reusable = up_parser_->get().keep_alive() && up_buffer_.size() == 0;
+  const auto serial = replica_->serial;
+  if (status >= 500) impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
+  release_replica(status >= 500 ? Outcome::kFailure : Outcome::kSuccess);
+  if (reusable) worker_.conns.put(serial, std::move(upstream_));
+  drop_upstream();
+  LocalReply r;
+  r.status = status;
+  r.content_type = std::string(up_parser_->get()[http::field::content_type]);
+  if (r.content_type.empty()) r.content_type = "application/json";
+  r.body = std::move(up_body_);
+  up_body_.clear();
+  send_local(r);
+}
+
+void Session::attempt_failed(const std::string& reason, bool before_response, bool timeout) {
+  impl_->stats.upstream_error(ctx_ ? ctx_->model : "none", reason);
+  const bool stale_reuse = upstream_reused_ && before_response && !timeout && reason != "connect_failed";
+  drop_upstream();
+  if (!ctx_) return release_replica(Outcome::kNeutral);
+  if (stale_reuse && replica_) {
+    // A kept-alive connection the replica had closed: not the replica's fault, try fresh.
+    auto r = replica_;
+    upstream_reused_ = false;
+    --attempts_;
+    return start_attempt(std::move(r), true);
+  }
+  release_replica(Outcome::kFailure);
+  if (before_response && !response_started_ && !timeout && attempts_ <= config_->max_retries) {
+    if (auto next = pool_->try_acquire(tried_)) {
+      impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
+      return start_attempt(std::move(next), false);
+    }
+  }
+  if (response_started_) {
+    ApiError e = timeout ? error_with_status(504, "upstream stopped sending (" + reason + ")", reason)
+                         : error_with_status(502, "upstream failed mid-response (" + reason + ")", reason);
+    return end_stream_with_error(e);
+  }
+  if (timeout) return send_error(error_with_status(504, "upstream timed out (" + reason + ")", "upstream_timeout"));
+  if (reason == "connect_failed" || reason == "connect_timeout" || reason == "resolve_failed")
+    return send_error(error_with_status(503, "no replica of model '" + ctx_->model + "' is reachable (" + reason + ")",
+                                        "no_ready_replica"));
+  send_error(error_with_status(502, "upstream failed (" + reason + ")", "upstream_error"));
+}
+
+void Session::release_replica(Outcome outcome) {
+  if (!replica_) return;
+  auto r = std::move(replica_);
+  replica_.reset();
+  if (pool_) pool_->release(r, outcome);
+  else if (auto pool = impl_->upstreams.find(ctx_ ? ctx_->model : "")) pool->release(r, outcome);
+}
+
+void Session::drop_upstream() {
+  if (upstream_reused_ || upstream_) {
+    if (upstream_started_) upstream_end_ = Clock::now();
+  }
+  if (!upstream_) return;
+  beast::error_code ec;
+  upstream_->socket().shutdown(tcp::socket::shutdown_both, ec);
+  upstream_->close();
+  upstream_.reset();
+}
+
+}  // namespace tidegate::gateway

@@ -1,0 +1,241 @@
+#include "replica_pool.h"
+
+#include <algorithm>
+
+namespace tidegate::gateway {
+namespace {
+std::atomic<std::uint64_t> g_serial{1};
+}
+
+ReplicaPool::ReplicaPool(const ModelConfig& config, std::uint64_t seed)
+    : model_(config.name), config_(config), queue_(config.queue.max_length),
+      balancer_(seed ? seed : std::random_device{}()) {
+  for (const auto& r : config.replicas) add(r, true);
+}
+
+void ReplicaPool::update_config(const ModelConfig& config) {
+  std::vector<std::string> gone;
+  {
+    std::lock_guard lock(mu_);
+    config_ = config;
+    queue_.set_max_length(config.queue.max_length);
+    for (const auto& r : replicas_) {
+      if (!r->from_config) continue;
+      const bool kept = std::any_of(config.replicas.begin(), config.replicas.end(),
+                                    [&](const ReplicaConfig& c) { return c.id == r->id; });
+      if (!kept) gone.push_back(r->id);
+    }
+  }
+  for (const auto& r : config.replicas) add(r, true);
+  // Removed from config: stop routing, forget once in-flight requests are done.
+  for (const auto& id : gone)
+    drain(id, [weak = weak_from_this(), id] {
+      if (auto self = weak.lock()) self->remove(id);
+    });
+}
+
+bool ReplicaPool::routable(const Replica& r) const {
+  return !r.draining && !r.removed && r.health != ReplicaHealth::kEjected;
+}
+
+bool ReplicaPool::any_routable_locked() const {
+  return std::any_of(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return routable(*r); });
+}
+
+ReplicaPtr ReplicaPool::pick_locked(const std::set<std::uint64_t>& exclude) {
+  std::vector<Candidate> candidates;
+  std::vector<ReplicaPtr> refs;
+  for (const auto& r : replicas_) {
+    if (!routable(*r) || r->outstanding >= config_.max_concurrency_per_replica || exclude.count(r->serial)) continue;
+    candidates.push_back(Candidate{r->outstanding, r->weight});
+    refs.push_back(r);
+  }
+  const int i = balancer_.pick(config_.balancer, candidates);
+  if (i < 0) return nullptr;
+  refs[static_cast<std::size_t>(i)]->outstanding++;
+  return refs[static_cast<std::size_t>(i)];
+}
+
+ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant) {
+  std::lock_guard lock(mu_);
+  if (!any_routable_locked()) return {Status::kNoReplica, nullptr, 0};
+  // FIFO fairness: newcomers do not overtake waiters.
+  if (queue_.empty()) {
+    if (auto r = pick_locked({})) return {Status::kGranted, std::move(r), 0};
+  }
+  const auto ticket = queue_.push(std::move(on_grant), Clock::now());
+  if (!ticket) return {Status::kQueueFull, nullptr, 0};
+  return {Status::kQueued, nullptr, *ticket};
+}
+
+ReplicaPtr ReplicaPool::try_acquire(const std::set<std::uint64_t>& exclude) {
+  std::lock_guard lock(mu_);
+  return pick_locked(exclude);
+}
+
+bool ReplicaPool::cancel(std::uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  return queue_.remove(ticket, Clock::now());
+}
+
+void ReplicaPool::dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants) {
+  while (!queue_.empty()) {
+    auto r = pick_locked({});
+    if (!r) break;
+    auto grant = queue_.pop(Clock::now());
+    grants.emplace_back(std::move(*grant), std::move(r));
+  }
+}
+
+void ReplicaPool::run(std::vector<std::pair<Grant, ReplicaPtr>>& grants, std::vector<std::function<void()>>& drained) {
+  for (auto& [grant, replica] : grants) grant(std::move(replica));
+  for (auto& cb : drained) cb();
+}
+
+void ReplicaPool::release(const ReplicaPtr& replica, Outcome outcome) {
+  std::vector<std::pair<Grant, ReplicaPtr>> grants;
+  std::vector<std::function<void()>> drained;
+  {
+    std::lock_guard lock(mu_);
+    replica->outstanding--;
+    if (outcome == Outcome::kSuccess) {
+      replica->consecutive_failures = 0;
+      if (replica->health == ReplicaHealth::kUnknown) replica->health = ReplicaHealth::kHealthy;
+    } else if (outcome == Outcome::kFailure) {
+      // Without probes nothing could re-admit an ejected replica, so passive ejection needs them.
+      if (++replica->consecutive_failures >= config_.health.failures_to_eject && config_.health.interval_s > 0)
+        replica->health = ReplicaHealth::kEjected;
+    }
+    if (replica->draining && replica->outstanding == 0 && replica->on_drained) {
+      drained.push_back(std::move(replica->on_drained));
+      replica->on_drained = nullptr;
+    }
+    dispatch_locked(grants);
+  }
+  run(grants, drained);
+}
+
+void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
+  std::vector<std::pair<Grant, ReplicaPtr>> grants;
+  std::vector<std::function<void()>> drained;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == rc.id; });
+    if (it != replicas_.end() && (*it)->host == rc.host && (*it)->port == rc.port) {
+      (*it)->weight = rc.weight;
+      (*it)->draining = false;  // re-activated before it finished draining
+      (*it)->on_drained = nullptr;
+      (*it)->from_config = (*it)->from_config || from_config;
+    } else {
+      if (it != replicas_.end()) {  // same id, new address: the old one finishes on its own
+        (*it)->removed = true;
+        replicas_.erase(it);
+      }
+      auto r = std::make_shared<Replica>();
+      r->id = rc.id;
+      r->host = rc.host;
+      r->port = rc.port;
+      r->weight = rc.weight;
+      r->replica_class = rc.replica_class;
+      r->from_config = from_config;
+      r->serial = g_serial.fetch_add(1);
+      replicas_.push_back(std::move(r));
+    }
+    dispatch_locked(grants);
+  }
+  run(grants, drained);
+}
+
+void ReplicaPool::drain(const std::string& id, std::function<void()> on_drained) {
+  std::function<void()> now;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == id; });
+    if (it == replicas_.end()) {
+      now = std::move(on_drained);
+    } else {
+      (*it)->draining = true;
+      if ((*it)->outstanding == 0) now = std::move(on_drained);
+      else (*it)->on_drained = std::move(on_drained);
+    }
+  }
+  if (now) now();
+}
+
+void ReplicaPool::remove(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == id; });
+  if (it == replicas_.end()) return;
+  (*it)->removed = true;
+  replicas_.erase(it);
+}
+
+void ReplicaPool::report_probe(const std::string& id, bool ok) {
+  std::vector<std::pair<Grant, ReplicaPtr>> grants;
+  std::vector<std::function<void()>> drained;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == id; });
+    if (it == replicas_.end()) return;
+    auto& r = **it;
+    if (ok) {
+      r.health = ReplicaHealth::kHealthy;  // re-admission after ejection
+      r.consecutive_failures = 0;
+    } else if (++r.consecutive_failures >= config_.health.failures_to_eject) {
+      r.health = ReplicaHealth::kEjected;
+    }
+    dispatch_locked(grants);
+  }
+  run(grants, drained);
+}
+
+std::vector<ReplicaPtr> ReplicaPool::replicas() const {
+  std::lock_guard lock(mu_);
+  return replicas_;
+}
+
+scaler::GatewaySignals ReplicaPool::sample() const {
+  std::lock_guard lock(mu_);
+  scaler::GatewaySignals s;
+  s.queue_depth = queue_.size();
+  s.queue_wait_p90_s = queue_.recent_wait_quantile(0.9);
+  s.oldest_wait_s = queue_.oldest_wait_s(Clock::now());
+  for (const auto& r : replicas_) {
+    s.in_flight += static_cast<std::size_t>(r->outstanding);
+    s.in_flight_by_replica[r->id] = static_cast<std::size_t>(r->outstanding);
+    s.replica_healthy[r->id] = r->health != ReplicaHealth::kEjected;
+  }
+  return s;
+}
+
+bool ReplicaPool::ready() const {
+  std::lock_guard lock(mu_);
+  const bool probes = config_.health.interval_s > 0;
+  return std::any_of(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) {
+    return routable(*r) && (r->health == ReplicaHealth::kHealthy || !probes);
+  });
+}
+
+ReplicaPool::StateCounts ReplicaPool::state_counts() const {
+  std::lock_guard lock(mu_);
+  StateCounts c;
+  for (const auto& r : replicas_) {
+    if (r->draining) c.draining++;
+    else if (r->health == ReplicaHealth::kHealthy) c.healthy++;
+    else if (r->health == ReplicaHealth::kEjected) c.ejected++;
+    else c.unknown++;
+  }
+  return c;
+}
+
+std::size_t ReplicaPool::queue_depth() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+HealthConfig ReplicaPool::health_config() const {
+  std::lock_guard lock(mu_);
+  return config_.health;
+}
+
+}  // namespace tidegate::gateway

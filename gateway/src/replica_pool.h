@@ -1,0 +1,97 @@
+#pragma once
+// One model's live set of replicas: balancing, per-replica concurrency caps, the admission
+// queue, health (active probes + passive ejection) and drain. Thread-safe; callbacks run
+// with the lock released, on the calling thread (callers post to their own executor).
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "admission_queue.h"
+#include "balancer.h"
+#include "tidegate/gateway/config.h"
+#include "tidegate/scaler/routing.h"
+
+namespace tidegate::gateway {
+
+enum class ReplicaHealth { kUnknown, kHealthy, kEjected };
+
+// Identity and address are fixed; load and health live in the pool under its mutex.
+struct Replica {
+  std::string id;
+  std::string host;
+  std::uint16_t port = 0;
+  double weight = 1.0;
+  std::string replica_class;
+  bool from_config = false;   // config reloads only touch these; the scaler owns the rest
+  std::uint64_t serial = 0;   // unique per process: keys connection pools across re-adds
+  // Guarded by the owning pool's mutex.
+  int outstanding = 0;
+  int consecutive_failures = 0;
+  ReplicaHealth health = ReplicaHealth::kUnknown;
+  bool draining = false;
+  bool removed = false;
+  std::function<void()> on_drained;
+};
+using ReplicaPtr = std::shared_ptr<Replica>;
+
+enum class Outcome { kSuccess, kFailure, kNeutral };
+
+class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
+ public:
+  // Called once when a queued request gets a slot (replica set) or must give up (null).
+  using Grant = std::function<void(ReplicaPtr)>;
+  enum class Status { kGranted, kQueued, kQueueFull, kNoReplica };
+  struct Acquired {
+    Status status = Status::kNoReplica;
+    ReplicaPtr replica;
+    std::uint64_t ticket = 0;
+  };
+
+  explicit ReplicaPool(const ModelConfig& config, std::uint64_t seed = 0);
+  void update_config(const ModelConfig& config);
+
+  // A slot now, a place in the queue (on_grant fires later), or a refusal.
+  Acquired acquire(Grant on_grant);
+  // Retries: a slot now on a replica not in `exclude`, never queued.
+  ReplicaPtr try_acquire(const std::set<std::uint64_t>& exclude);
+  // True when the ticket was still queued (no grant will come).
+  bool cancel(std::uint64_t ticket);
+  void release(const ReplicaPtr& replica, Outcome outcome);
+
+  // Live-set changes (scaler, config reload). add() of a known id updates it in place.
+  void add(const ReplicaConfig& r, bool from_config);
+  void drain(const std::string& id, std::function<void()> on_drained);
+  void remove(const std::string& id);
+  void report_probe(const std::string& id, bool ok);
+
+  std::vector<ReplicaPtr> replicas() const;  // snapshot, for probes
+  scaler::GatewaySignals sample() const;
+  bool ready() const;  // some replica is healthy and routable
+  struct StateCounts { int healthy = 0, unknown = 0, ejected = 0, draining = 0; };
+  StateCounts state_counts() const;
+  std::size_t queue_depth() const;
+  const std::string& model() const { return model_; }
+  HealthConfig health_config() const;
+
+ private:
+  bool routable(const Replica& r) const;
+  ReplicaPtr pick_locked(const std::set<std::uint64_t>& exclude);
+  // Hands freed capacity to queued waiters; returns the grants to run unlocked.
+  void dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants);
+  void run(std::vector<std::pair<Grant, ReplicaPtr>>& grants, std::vector<std::function<void()>>& drained);
+  bool any_routable_locked() const;
+
+  const std::string model_;
+  mutable std::mutex mu_;
+  ModelConfig config_;
+  std::vector<ReplicaPtr> replicas_;
+  AdmissionQueue<Grant> queue_;
+  Balancer balancer_;
+};
+
+}  // namespace tidegate::gateway

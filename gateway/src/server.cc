@@ -1,0 +1,211 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <prometheus/registry.h>
+
+#include <condition_variable>
+#include <iomanip>
+#include <sstream>
+
+#include "session.h"
+#include "tidegate/common/log.h"
+
+namespace tidegate::gateway {
+
+Gateway::Impl::Impl(std::shared_ptr<const GatewayConfig> c)
+    : config_(std::move(c)), registry(std::make_shared<prometheus::Registry>()), stats(*registry), upstreams(*config_) {}
+
+const ApiKey* Gateway::Impl::authenticate(const GatewayConfig& c, std::string_view bearer) const {
+  // Every key is compared, match or not, so the time taken does not depend on which matched.
+  const ApiKey* found = nullptr;
+  for (const auto& k : c.api_keys) {
+    const bool eq = constant_time_equal(bearer, k.key);
+    if (eq && !found) found = &k;
+  }
+  return bearer.empty() ? nullptr : found;
+}
+
+std::string Gateway::Impl::next_request_id() {
+  std::uint64_t r;
+  {
+    std::lock_guard lock(rng_mu);
+    r = rng();
+  }
+  std::ostringstream out;
+  out << std::hex << std::setw(16) << std::setfill('0') << r << std::setw(8) << (request_counter++ & 0xffffffff);
+  return out.str();
+}
+
+void Gateway::Impl::access_log(const RequestContext& ctx, const std::string& method) {
+  const auto cfg = config();
+  const bool error = ctx.status >= 400 || !ctx.reason.empty();
+  if (!error && cfg->access_log.sample_rate < 1.0) {
+    std::lock_guard lock(rng_mu);
+    if (std::uniform_real_distribution<double>(0, 1)(rng) >= cfg->access_log.sample_rate) return;
+  }
+  boost::json::object o;
+  o["ts"] = log::iso8601_now();
+  o["request_id"] = ctx.request_id;
+  o["method"] = method;
+  o["path"] = ctx.path;
+  o["model"] = ctx.model;
+  o["tenant"] = ctx.tenant;
+  if (!ctx.key_name.empty()) o["key"] = ctx.key_name;  // the key's name, never the secret
+  o["status"] = ctx.status;
+  o["duration_ms"] = ctx.timings.total_s * 1000.0;
+  o["ttfb_ms"] = ctx.timings.ttfb_s >= 0 ? ctx.timings.ttfb_s * 1000.0 : -1.0;
+  o["queue_ms"] = ctx.timings.queue_s * 1000.0;
+  o["upstream"] = ctx.replica_id;
+  o["bytes"] = ctx.bytes_sent;
+  o["stream"] = ctx.stream;
+  if (ctx.prompt_tokens >= 0) o["prompt_tokens"] = ctx.prompt_tokens;
+  if (ctx.completion_tokens >= 0) o["completion_tokens"] = ctx.completion_tokens;
+  o["reason"] = ctx.reason;
+  log::write_line(access_fd, boost::json::serialize(o));
+}
+
+void Gateway::Impl::close_idle_sessions() {
+  for (auto& w : workers) {
+    net::post(w->ioc, [&w = *w] {
+      std::vector<std::shared_ptr<Session>> live;
+      {
+        std::lock_guard lock(w.sessions_mu);
+        for (auto& [_, weak] : w.sessions)
+          if (auto s = weak.lock()) live.push_back(std::move(s));
+      }
+      for (auto& s : live) s->close_if_idle();
+    });
+  }
+}
+
+namespace {
+
+void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
+  if (!impl->acceptor || !impl->acceptor->is_open()) return;
+  auto& worker = *impl->workers[impl->next_worker++ % impl->workers.size()];
+  impl->acceptor->async_accept(worker.ioc, [impl, &worker](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted) return;
+    if (!ec) {
+      const auto cfg = impl->config();
+      if (impl->open_connections >= cfg->limits.max_connections) {
+        impl->stats.local_reply("max_connections");
+        static const std::string busy =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            "Content-Length: 113\r\n\r\n"
+            R"({"error":{"message":"too many open connections","type":"server_error","param":null,"code":"max_connections"}})";
+        beast::error_code ignored;
+        net::write(socket, net::buffer(busy), ignored);
+        socket.close(ignored);
+      } else {
+        socket.set_option(tcp::no_delay(true), ec);
+        net::post(worker.ioc, [impl, &worker, s = std::move(socket)]() mutable {
+          std::make_shared<Session>(impl, worker, std::move(s))->start();
+        });
+      }
+    }
+    do_accept(impl);
+  });
+}
+
+}  // namespace
+
+Gateway::Gateway(std::shared_ptr<const GatewayConfig> config) : impl_(std::make_shared<Impl>(std::move(config))) {}
+
+Gateway::~Gateway() {
+  stop();
+  wait();
+  // Pending handlers hold sessions, which hold the Impl: destroy them while it is alive.
+  impl_->acceptor.reset();
+  impl_->probe_timer.reset();
+  impl_->workers.clear();
+  if (impl_->access_fd > 2) ::close(impl_->access_fd);
+}
+
+void Gateway::add_filter(std::shared_ptr<RequestFilter> filter) { impl_->filters.push_back(std::move(filter)); }
+
+void Gateway::add_route(std::string method, std::string path_prefix, RouteHandler handler, bool admin_only) {
+  impl_->routes.push_back(Route{std::move(method), std::move(path_prefix), std::move(handler), admin_only});
+}
+
+prometheus::Registry& Gateway::registry() { return *impl_->registry; }
+scaler::RoutingTarget& Gateway::routing() { return impl_->upstreams; }
+const scaler::SignalSource& Gateway::signals() const { return impl_->upstreams; }
+std::uint16_t Gateway::port() const { return impl_->bound_port; }
+std::shared_ptr<const GatewayConfig> Gateway::config() const { return impl_->config(); }
+
+void Gateway::start() {
+  const auto cfg = impl_->config();
+  if (!cfg->access_log.path.empty()) {
+    impl_->access_fd = ::open(cfg->access_log.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (impl_->access_fd < 0) throw std::runtime_error("cannot open access log " + cfg->access_log.path);
+  }
+  int threads = cfg->threads > 0 ? cfg->threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < threads; ++i) impl_->workers.push_back(std::make_unique<Worker>());
+  auto& ioc0 = impl_->workers[0]->ioc;
+  beast::error_code ec;
+  const auto addr = net::ip::make_address(cfg->listen_host, ec);
+  if (ec) throw std::runtime_error("listen: bad address " + cfg->listen_host);
+  tcp::endpoint ep(addr, cfg->listen_port);
+  impl_->acceptor = std::make_unique<tcp::acceptor>(ioc0);
+  impl_->acceptor->open(ep.protocol());
+  impl_->acceptor->set_option(net::socket_base::reuse_address(true));
+  impl_->acceptor->bind(ep, ec);
+  if (ec) throw std::runtime_error("listen: cannot bind " + cfg->listen_host + ":" + std::to_string(cfg->listen_port) + ": " + ec.message());
+  impl_->acceptor->listen(net::socket_base::max_listen_connections);
+  impl_->bound_port = impl_->acceptor->local_endpoint().port();
+  do_accept(impl_);
+  start_health_probes(impl_);
+  for (auto& w : impl_->workers) {
+    w->thread = std::thread([&ioc = w->ioc] {
+      auto guard = net::make_work_guard(ioc);
+      ioc.run();
+    });
+  }
+  log::info("gateway.listening", {{"host", cfg->listen_host}, {"port", impl_->bound_port}, {"threads", threads}});
+}
+
+void Gateway::reload(std::shared_ptr<const GatewayConfig> config) {
+  impl_->upstreams.reconcile(*config);
+  {
+    std::lock_guard lock(impl_->config_mu);
+    impl_->config_ = std::move(config);
+  }
+  log::info("gateway.reloaded", {{"models", impl_->config()->models.size()}, {"api_keys", impl_->config()->api_keys.size()}});
+}
+
+void Gateway::drain() {
+  if (impl_->workers.empty()) return;
+  impl_->draining = true;
+  net::post(impl_->workers[0]->ioc, [impl = impl_] {
+    beast::error_code ec;
+    if (impl->acceptor) impl->acceptor->close(ec);
+  });
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(impl_->config()->timeouts.drain_s));
+  log::info("gateway.draining", {{"open_connections", impl_->open_connections.load()}});
+  while (impl_->open_connections > 0 && Clock::now() < deadline) {
+    impl_->close_idle_sessions();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  log::info("gateway.drained", {{"open_connections", impl_->open_connections.load()}});
+  stop();
+}
+
+void Gateway::stop() {
+  if (impl_->stopped.exchange(true)) return;
+  for (auto& w : impl_->workers) w->ioc.stop();
+  std::lock_guard lock(impl_->stop_mu);
+  impl_->stop_cv.notify_all();
+}
+
+void Gateway::wait() {
+  {
+    std::unique_lock lock(impl_->stop_mu);
+    impl_->stop_cv.wait(lock, [&] { return impl_->stopped.load(); });
+  }
+  for (auto& w : impl_->workers)
+    if (w->thread.joinable() && w->thread.get_id() != std::this_thread::get_id()) w->thread.join();
+}
+
+}  // namespace tidegate::gateway

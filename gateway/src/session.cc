@@ -1,0 +1,335 @@
+#include "session.h"
+
+#include "tidegate/common/log.h"
+
+namespace tidegate::gateway {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view bearer_token(std::string_view auth) {
+  constexpr std::string_view prefix = "Bearer ";
+  if (auth.size() > prefix.size() && lower(auth.substr(0, prefix.size())) == "bearer ") return auth.substr(prefix.size());
+  return {};
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, tcp::socket socket)
+    : impl_(std::move(impl)), worker_(worker), stream_(std::move(socket)) {
+  impl_->open_connections++;
+  impl_->stats.connections_open.Increment();
+  impl_->stats.connections_total.Increment();
+}
+
+Session::~Session() {
+  if (replica_) release_replica(Outcome::kNeutral);
+  impl_->open_connections--;
+  impl_->stats.connections_open.Decrement();
+  std::lock_guard lock(worker_.sessions_mu);
+  worker_.sessions.erase(this);
+}
+
+void Session::start() {
+  {
+    std::lock_guard lock(worker_.sessions_mu);
+    worker_.sessions[this] = weak_from_this();
+  }
+  wait_for_request();
+}
+
+void Session::close_if_idle() {
+  if (idle_) close();
+}
+
+double Session::since_start() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+// Waiting for the first byte of a request is "idle" (keep-alive timeout); once bytes come,
+// the whole head must arrive within header_read (slow-loris). A new connection gets the
+// header timeout from the start.
+void Session::wait_for_request() {
+  config_ = impl_->config();
+  if (impl_->draining && !first_request_) return close();
+  if (buffer_.size() > 0) return read_header();
+  idle_ = true;
+  stream_.expires_after(secs(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s));
+  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    self->idle_ = false;
+    if (ec) return self->close();
+    self->buffer_.commit(n);
+    self->read_header();
+  });
+}
+
+void Session::read_header() {
+  idle_ = false;
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
+  parser_->body_limit(config_->limits.max_body_bytes);
+  stream_.expires_after(secs(config_->timeouts.header_read_s));
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+}
+
+void Session::on_header(beast::error_code ec) {
+  start_ = Clock::now();
+  if (ec == http::error::header_limit) {
+    impl_->stats.local_reply("header_too_large");
+    return send_error(error_with_status(431, "request headers are larger than the limit", "header_too_large"), true);
+  }
+  if (ec == http::error::body_limit) {
+    impl_->stats.local_reply("body_too_large");
+    return send_error(error_with_status(413, "request body is larger than " +
+                                                 std::to_string(config_->limits.max_body_bytes) + " bytes",
+                                        "body_too_large"),
+                      true);
+  }
+  if (ec == beast::error::timeout) {
+    impl_->stats.local_reply("header_timeout");
+    return close();  // a slow-loris client gets no more of our time
+  }
+  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::operation_aborted) return close();
+  if (ec) {
+    impl_->stats.local_reply("bad_http");
+    return send_error(bad_request("malformed HTTP request: " + ec.message(), "", "bad_http"), true);
+  }
+  stream_.expires_after(secs(config_->timeouts.body_read_s));
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+}
+
+void Session::on_body(beast::error_code ec) {
+  if (ec == http::error::body_limit) {
+    impl_->stats.local_reply("body_too_large");
+    return send_error(error_with_status(413, "request body is larger than the limit", "body_too_large"), true);
+  }
+  if (ec) return close();
+  req_ = parser_->release();
+  keep_alive_ = req_.keep_alive();
+  start_ = Clock::now();
+  handle_request();
+}
+
+void Session::handle_request() {
+  const std::string target(req_.target());
+  const auto q = target.find('?');
+  const std::string path = target.substr(0, q);
+  const auto method = req_.method();
+  auto reply_json = [&](int status, const boost::json::value& v) {
+    LocalReply r;
+    r.status = status;
+    r.body = boost::json::serialize(v);
+    send_local(r);
+  };
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/embeddings") {
+    if (method != http::verb::post) return send_error(error_with_status(405, "use POST", "method_not_allowed"));
+    return handle_inference(path == "/v1/chat/completions" ? Endpoint::kChat
+                            : path == "/v1/completions"    ? Endpoint::kCompletions
+                                                           : Endpoint::kEmbeddings);
+  }
+  for (const auto& route : impl_->routes) {
+    if (path.rfind(route.prefix, 0) == 0 && (route.method == "*" || route.method == std::string(req_.method_string())))
+      return handle_route(route);
+  }
+  if (method != http::verb::get && method != http::verb::head)
+    return send_error(error_with_status(404, "no route for " + std::string(req_.method_string()) + " " + path, "not_found"));
+  if (path == "/healthz") return reply_json(200, {{"status", "ok"}});
+  if (path == "/readyz") {
+    boost::json::object models;
+    bool all = true;
+    for (const auto& m : config_->models) {
+      auto pool = impl_->upstreams.find(m.name);
+      const bool ready = pool && pool->ready();
+      models[m.name] = ready;
+      all = all && ready;
+    }
+    return reply_json(all ? 200 : 503, {{"ready", all}, {"models", models}});
+  }
+  if (path == "/metrics") {
+    impl_->stats.refresh(impl_->upstreams);
+    LocalReply r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = impl_->stats.serialize();
+    return send_local(r);
+  }
+  if (path == "/v1/models") {
+    boost::json::array data;
+    for (const auto& m : config_->models)
+      data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tidegate"}});
+    return reply_json(200, {{"object", "list"}, {"data", data}});
+  }
+  send_error(error_with_status(404, "no route for GET " + path, "not_found"));
+}
+
+void Session::handle_route(const Route& route) {
+  if (route.admin_only && !config_->admin_key.empty() &&
+      !constant_time_equal(bearer_token(req_[http::field::authorization]), config_->admin_key)) {
+    impl_->stats.local_reply("bad_admin_key");
+    return send_error(error_with_status(401, "admin routes need the admin key", "invalid_admin_key"));
+  }
+  RouteRequest rr;
+  rr.method = std::string(req_.method_string());
+  rr.target = std::string(req_.target());
+  const auto q = rr.target.find('?');
+  rr.path = rr.target.substr(0, q);
+  if (q != std::string::npos) rr.query = rr.target.substr(q + 1);
+  for (const auto& f : req_) rr.headers[lower(f.name_string())] = std::string(f.value());
+  rr.body = req_.body();
+  auto ex = stream_.get_executor();
+  route.handler(rr, [self = shared_from_this(), ex](LocalReply reply) {
+    net::post(ex, [self, reply = std::move(reply)] { self->send_local(reply); });
+  });
+}
+
+void Session::handle_inference(Endpoint endpoint) {
+  ctx_ = std::make_shared<RequestContext>();
+  ctx_->start = start_;
+  ctx_->path = std::string(req_.target());
+  const auto rid = req_["x-request-id"];
+  ctx_->request_id = (!rid.empty() && rid.size() <= 128) ? std::string(rid) : impl_->next_request_id();
+  // Authentication before parsing: unauthenticated clients learn nothing about models.
+  if (!config_->api_keys.empty()) {
+    const auto* key = impl_->authenticate(*config_, bearer_token(req_[http::field::authorization]));
+    if (!key) {
+      impl_->stats.local_reply("invalid_api_key");
+      ctx_->tenant = "unauthenticated";
+      auto e = error_with_status(401, "invalid or missing API key (Authorization: Bearer ...)", "invalid_api_key");
+      return send_error(e);
+    }
+    ctx_->tenant = key->tenant;
+    ctx_->key_name = key->name;
+    ctx_->tags = key->tags;
+  } else {
+    ctx_->tenant = "anonymous";
+  }
+  parsed_.emplace();
+  if (auto err = parse_request(endpoint, req_.body(), *parsed_)) {
+    impl_->stats.local_reply(err->code);
+    return send_error(*err);
+  }
+  ctx_->model = parsed_->model;
+  ctx_->stream = parsed_->stream;
+  ctx_->client_wants_usage = parsed_->client_wants_usage;
+  ctx_->max_tokens = parsed_->max_tokens;
+  ctx_->temperature = parsed_->temperature;
+  ctx_->n = parsed_->n;
+  ctx_->user = parsed_->user;
+  ctx_->body = std::make_shared<const boost::json::value>(parsed_->json);
+  if (!config_->find_model(parsed_->model)) {
+    impl_->stats.local_reply("model_not_found");
+    ApiError e = error_with_status(404, "the model '" + parsed_->model + "' does not exist", "model_not_found");
+    e.param = "model";
+    return send_error(e);
+  }
+  run_filters(0);
+}
+
+void Session::run_filters(std::size_t index) {
+  if (index >= impl_->filters.size()) return proxy();
+  auto ex = stream_.get_executor();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  impl_->filters[index]->pre_forward(ctx_, [self = shared_from_this(), ex, index, once](std::optional<LocalReply> r) {
+    if (once->exchange(true)) return;  // a second call is a filter bug; ignore it
+    net::post(ex, [self, index, r = std::move(r)] {
+      if (!r) return self->run_filters(index + 1);
+      self->ctx_->local_reply = true;
+      self->impl_->stats.local_reply(r->reason.empty() ? "filter" : r->reason);
+      self->send_local(*r);
+    });
+  });
+}
+
+void Session::send_local(const LocalReply& reply, bool close) {
+  http::response<http::string_body> res{static_cast<http::status>(reply.status), req_.version() ? req_.version() : 11};
+  res.set(http::field::server, "tidegate");
+  res.set(http::field::content_type, reply.content_type);
+  for (const auto& [k, v] : reply.headers) res.set(k, v);
+  if (ctx_) {
+    res.set("x-request-id", ctx_->request_id);
+    if (!reply.reason.empty()) ctx_->reason = reply.reason;
+    for (auto& f : impl_->filters) f->on_response_headers(*ctx_);
+    for (const auto& [k, v] : ctx_->response_headers) res.set(k, v);
+  }
+  res.body() = req_.method() == http::verb::head ? std::string() : reply.body;
+  res.prepare_payload();
+  send_response(std::move(res), close);
+}
+
+void Session::send_error(const ApiError& e, bool close) {
+  LocalReply r;
+  r.status = e.status;
+  r.body = error_body(e);
+  if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(static_cast<long>(std::ceil(e.retry_after_s))));
+  if (ctx_) ctx_->reason = e.code;
+  send_local(r, close);
+}
+
+void Session::send_response(http::response<http::string_body>&& res, bool close) {
+  const bool must_close = close || !keep_alive_ || impl_->draining;
+  res.keep_alive(!must_close);
+  auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
+  if (ctx_) {
+    ctx_->status = sp->result_int();
+    ctx_->bytes_sent = sp->body().size();
+    if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
+  }
+  stream_.expires_after(secs(config_->timeouts.write_s));
+  http::async_write(stream_, *sp, [self = shared_from_this(), sp, must_close](beast::error_code ec, std::size_t) {
+    self->on_written(must_close, ec);
+  });
+}
+
+void Session::on_written(bool close_after, beast::error_code ec) {
+  finish_request(ctx_ ? ctx_->status : 0, ec ? "client_write_failed" : "");
+  if (ec || close_after) return close();
+  first_request_ = false;
+  wait_for_request();
+}
+
+// One place that ends an inference request: metrics, access log, on_complete.
+void Session::finish_request(int status, std::string reason) {
+  if (!ctx_) return;
+  auto ctx = std::move(ctx_);
+  ctx_.reset();
+  if (!reason.empty() && ctx->reason.empty()) ctx->reason = std::move(reason);
+  if (status) ctx->status = status;
+  auto& t = ctx->timings;
+  t.total_s = since_start();
+  if (upstream_started_) t.upstream_s = std::chrono::duration<double>(upstream_end_ - upstream_start_).count();
+  t.overhead_s = std::max(0.0, t.total_s - t.queue_s - t.upstream_s);
+  impl_->stats.request_done(ctx->model.empty() ? "none" : ctx->model, ctx->tenant, ctx->status, t.total_s, t.ttfb_s,
+                            upstream_started_ || ctx->local_reply ? t.overhead_s : -1);
+  impl_->access_log(*ctx, std::string(req_.method_string()));
+  if (!ctx->model.empty() && parsed_)
+    for (auto& f : impl_->filters) f->on_complete(*ctx);
+  if (waiting_in_queue_) {
+    waiting_in_queue_ = false;
+    if (pool_) pool_->cancel(ticket_);
+  }
+  if (queue_timer_) queue_timer_->cancel();
+  if (replica_) release_replica(Outcome::kNeutral);
+  parsed_.reset();
+  pool_.reset();
+  attempts_ = 0;
+  tried_.clear();
+  upstream_started_ = false;
+  response_started_ = false;
+  summary_ = CompletionSummary{};
+  sse_ = SseParser{};
+}
+
+void Session::close() {
+  idle_ = false;
+  drop_upstream();
+  if (replica_) release_replica(Outcome::kNeutral);
+  if (ctx_) finish_request(ctx_->status ? ctx_->status : 499, "client_disconnected");
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream_.close();
+}
+
+}  // namespace tidegate::gateway

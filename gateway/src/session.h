@@ -1,0 +1,103 @@
+#pragma once
+// One client connection: reads requests (keep-alive), answers locally or proxies to a
+// replica. Every step is an async operation with its timeout set just before it.
+// Downstream handling lives in session.cc, the upstream exchange in proxy.cc.
+#include <boost/beast/http.hpp>
+
+#include <optional>
+#include <set>
+
+#include "impl.h"
+#include "sse.h"
+
+namespace tidegate::gateway {
+
+namespace http = beast::http;
+
+class Session final : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, tcp::socket socket);
+  ~Session();
+  void start();
+  void close_if_idle();
+
+ private:
+  // --- downstream (session.cc)
+  void wait_for_request();
+  void read_header();
+  void on_header(beast::error_code ec);
+  void on_body(beast::error_code ec);
+  void handle_request();
+  void handle_inference(Endpoint endpoint);
+  void handle_route(const Route& route);
+  void run_filters(std::size_t index);
+  void send_local(const LocalReply& reply, bool close = false);
+  void send_error(const ApiError& e, bool close = false);
+  void send_response(http::response<http::string_body>&& res, bool close);
+  void on_written(bool close, beast::error_code ec);
+  void finish_request(int status, std::string reason);
+  void close();
+  double since_start() const;
+
+  // --- upstream (proxy.cc)
+  void proxy();
+  void on_granted(ReplicaPtr replica);
+  void start_attempt(ReplicaPtr replica, bool fresh_connection);
+  void connect(const ReplicaPtr& replica);
+  void send_upstream();
+  void on_upstream_head(beast::error_code ec);
+  void read_upstream_body();
+  void on_upstream_body(beast::error_code ec);
+  void start_stream();
+  void read_stream();
+  void on_stream_read(beast::error_code ec);
+  void write_stream_chunk(std::string data, bool last);
+  void end_stream_with_error(const ApiError& e);
+  void attempt_failed(const std::string& reason, bool before_response, bool timeout);
+  void release_replica(Outcome outcome);
+  void drop_upstream();
+  double upstream_budget_s(double step_s) const;
+
+  std::shared_ptr<Gateway::Impl> impl_;
+  Worker& worker_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::request<http::string_body> req_;
+  std::shared_ptr<const GatewayConfig> config_;  // snapshot for the current request
+  bool first_request_ = true;
+  bool idle_ = false;
+  bool keep_alive_ = true;
+  Clock::time_point start_;
+
+  // Per inference request.
+  std::shared_ptr<RequestContext> ctx_;
+  std::optional<ParsedRequest> parsed_;
+  std::shared_ptr<ReplicaPool> pool_;
+  ReplicaPtr replica_;
+  std::uint64_t ticket_ = 0;
+  std::optional<net::steady_timer> queue_timer_;
+  bool waiting_in_queue_ = false;
+  Clock::time_point queued_at_;
+  int attempts_ = 0;
+  std::set<std::uint64_t> tried_;
+  std::unique_ptr<beast::tcp_stream> upstream_;
+  bool upstream_reused_ = false;
+  beast::flat_buffer up_buffer_;
+  std::optional<http::response_parser<http::buffer_body>> up_parser_;
+  http::request<http::string_body> up_req_;
+  std::array<char, 16384> up_chunk_{};
+  std::string up_body_;
+  Clock::time_point upstream_start_;
+  Clock::time_point upstream_end_;
+  bool upstream_started_ = false;
+  SseParser sse_;
+  CompletionSummary summary_;
+  bool response_started_ = false;  // bytes reached the client: no more retries
+  std::optional<http::response<http::empty_body>> stream_head_;
+  std::optional<http::response_serializer<http::empty_body>> stream_sr_;
+  std::string pending_out_;
+  bool upstream_finished_ = false;
+};
+
+}  // namespace tidegate::gateway

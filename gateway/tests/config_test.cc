@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include "tidegate/common/config_error.h"
+#include "tidegate/gateway/config.h"
+
+using namespace tidegate;
+using namespace tidegate::gateway;
+
+namespace {
+ConfigError error_of(const std::string& yaml) {
+  try {
+    parse_gateway_config_text(yaml);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for:\n" << yaml;
+  return ConfigError("", 0, "");
+}
+const char* kGood = R"(listen: "127.0.0.1:18000"
+threads: 2
+limits: {max_body_bytes: 1MiB}
+timeouts: {connect: 250ms, total: 2m}
+access_log: {path: "", sample_rate: 0.5}
+api_keys:
+  - {name: ci, key: "sk-test-123456", tenant: acme, tags: {team: search, project: qa}}
+models:
+  - name: sim
+    balancer: round_robin
+    queue: {max_length: 5, max_wait: 2s}
+    health: {path: /health, interval: 1s, failures_to_eject: 2}
+    replicas:
+      - {id: a, url: "http://127.0.0.1:18001", weight: 2, class: a100}
+cache: {enabled: false, anything: [1, 2]}
+scaler: {whatever: true}
+)";
+}  // namespace
+
+TEST(GatewayConfig, ParsesEverything) {
+  auto c = parse_gateway_config_text(kGood);
+  EXPECT_EQ(c->listen_port, 18000);
+  EXPECT_EQ(c->threads, 2);
+  EXPECT_EQ(c->limits.max_body_bytes, 1024u * 1024u);
+  EXPECT_DOUBLE_EQ(c->timeouts.connect_s, 0.25);
+  EXPECT_DOUBLE_EQ(c->timeouts.total_s, 120);
+  ASSERT_EQ(c->api_keys.size(), 1u);
+  EXPECT_EQ(c->api_keys[0].tags.at("team"), "search");
+  const auto* m = c->find_model("sim");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->balancer, BalancerKind::kRoundRobin);
+  EXPECT_EQ(m->queue.max_length, 5u);
+  EXPECT_DOUBLE_EQ(m->queue.max_wait_s, 2);
+  ASSERT_EQ(m->replicas.size(), 1u);
+  EXPECT_EQ(m->replicas[0].port, 18001);
+  EXPECT_EQ(m->replicas[0].replica_class, "a100");
+  EXPECT_TRUE(c->cache.IsMap());  // opaque sections are kept for their owners
+  EXPECT_TRUE(c->scaler["whatever"].as<bool>());
+}
+
+TEST(GatewayConfig, ErrorsNameKeyAndLine) {
+  auto e = error_of("listen: \"127.0.0.1:8080\"\nmodels:\n  - name: m\n    replicas:\n      - {id: a, url: \"ftp://x:1\"}\n");
+  EXPECT_EQ(e.key(), "models[0].replicas[0].url");
+  EXPECT_EQ(e.line(), 5);
+
+  e = error_of("models:\n  - name: m\n    balancr: round_robin\n");
+  EXPECT_EQ(e.key(), "models[0].balancr");  // unknown keys are rejected
+  EXPECT_EQ(e.line(), 3);
+
+  e = error_of("listen: \"127.0.0.1:8080\"\ntimeouts:\n  connect: soon\nmodels: [{name: m}]\n");
+  EXPECT_EQ(e.key(), "timeouts.connect");
+  EXPECT_EQ(e.line(), 3);
+
+  e = error_of("models:\n  - {name: m}\n  - {name: m}\n");
+  EXPECT_EQ(e.key(), "models[1].name");
+  EXPECT_EQ(e.line(), 3);
+
+  e = error_of("listen: \"nohost\"\nmodels: [{name: m}]\n");
+  EXPECT_EQ(e.key(), "listen");
+
+  e = error_of("api_keys:\n  - {name: a, key: short}\nmodels: [{name: m}]\n");
+  EXPECT_EQ(e.key(), "api_keys[0].key");
+  EXPECT_EQ(std::string(e.what()).find("short"), std::string::npos);  // secrets stay out of messages
+
+  e = error_of("models: []\n");
+  EXPECT_EQ(e.key(), "models");
+}

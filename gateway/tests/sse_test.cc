@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "sse.h"
+
+using namespace tidegate::gateway;
+
+namespace {
+std::vector<SseEvent> feed_all(SseParser& p, const std::vector<std::string>& pieces) {
+  std::vector<SseEvent> out;
+  for (const auto& piece : pieces) p.feed(piece, [&](SseEvent&& e) { out.push_back(std::move(e)); });
+  return out;
+}
+}  // namespace
+
+TEST(SseParser, WholeEvents) {
+  SseParser p;
+  auto ev = feed_all(p, {"data: {\"a\":1}\n\ndata: [DONE]\n\n"});
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].data, "{\"a\":1}");
+  EXPECT_EQ(ev[0].raw, "data: {\"a\":1}\n\n");
+  EXPECT_EQ(ev[1].data, "[DONE]");
+  EXPECT_EQ(p.pending_bytes(), 0u);
+}
+
+TEST(SseParser, SplitAtEveryByte) {
+  const std::string text = "event: x\r\ndata: one\r\ndata: two\r\n\r\n: comment\n\ndata:three\n\n";
+  SseParser p;
+  std::vector<std::string> pieces;
+  for (char c : text) pieces.emplace_back(1, c);
+  auto ev = feed_all(p, pieces);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].event, "x");
+  EXPECT_EQ(ev[0].data, "one\ntwo");
+  EXPECT_EQ(ev[0].raw, "event: x\r\ndata: one\r\ndata: two\r\n\r\n");
+  EXPECT_EQ(ev[1].data, "");  // comment-only event
+  EXPECT_EQ(ev[2].data, "three");
+}
+
+TEST(SseParser, KeepsPartialEventUntilBlankLine) {
+  SseParser p;
+  auto ev = feed_all(p, {"data: par", "tial\n"});
+  EXPECT_TRUE(ev.empty());
+  EXPECT_GT(p.pending_bytes(), 0u);
+  ev = feed_all(p, {"\n"});
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].data, "partial");
+}
+
+TEST(Accumulate, ChatDeltasUsageAndDone) {
+  CompletionSummary s;
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]})", s));
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]})", s));
+  EXPECT_TRUE(accumulate_stream_chunk(R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}})", s));
+  accumulate_stream_chunk("[DONE]", s);
+  EXPECT_EQ(s.content, "Hello");
+  EXPECT_EQ(s.finish_reason, "stop");
+  EXPECT_EQ(s.prompt_tokens, 7);
+  EXPECT_EQ(s.completion_tokens, 2);
+  EXPECT_TRUE(s.done);
+}
+
+TEST(Accumulate, CompletionsTextAndIgnoresOtherChoices) {
+  CompletionSummary s;
+  accumulate_stream_chunk(R"({"choices":[{"index":1,"text":"no"},{"index":0,"text":"yes"}]})", s);
+  accumulate_stream_chunk("not json", s);
+  EXPECT_EQ(s.content, "yes");
+  EXPECT_EQ(s.prompt_tokens, -1);
+}
+
+TEST(Summarize, NonStreamBody) {
+  CompletionSummary s;
+  summarize_response_body(
+      R"({"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}})",
+      s);
+  EXPECT_EQ(s.content, "hi");
+  EXPECT_EQ(s.finish_reason, "length");
+  EXPECT_EQ(s.prompt_tokens, 3);
+  EXPECT_EQ(s.completion_tokens, 1);
+}
