@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Turns the WRKJSON lines of one proxy bench run into the JSON report.
 
-usage: summarise.py RESULT_DIR   (files named TARGET.cN.txt, plus meta.json)
+usage: summarise.py RESULT_DIR   (files TARGET.cN.txt or TARGET.cN.rK.txt, plus meta.json)
+Several rounds of one point (rK) are combined by taking the median of each statistic.
 """
 import json
 import pathlib
+import statistics
 import sys
 
 
@@ -18,12 +20,24 @@ def load(path):
 def main():
     d = pathlib.Path(sys.argv[1])
     meta = json.loads((d / "meta.json").read_text())
-    targets = {}
+    rounds = {}
     for f in sorted(d.glob("*.c*.txt")):
-        name, conc = f.name[:-4].split(".c")
+        name, conc = f.name[:-4].split(".")[:2]
         r = load(f)
         if r is not None:
-            targets.setdefault(name, {})[f"c{conc}"] = r
+            rounds.setdefault(name, {}).setdefault(conc, []).append(r)
+    targets = {}
+    for name, points in rounds.items():
+        for conc, rs in points.items():
+            if len(rs) == 1:
+                targets.setdefault(name, {})[conc] = rs[0]
+                continue
+            merged = {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50_us", "p90_us", "p99_us", "mean_us")}
+            merged["requests"] = sum(r["requests"] for r in rs)
+            merged["max_us"] = max(r["max_us"] for r in rs)
+            merged["errors"] = {k: sum(r["errors"][k] for r in rs) for k in rs[0]["errors"]}
+            merged["rounds"] = [{k: r[k] for k in ("rps", "p50_us", "p99_us")} for r in rs]
+            targets.setdefault(name, {})[conc] = merged
     report = {**meta, "targets": targets}
     direct = targets.get("direct", {})
     high = f"c{meta['connections']}"
