@@ -4,11 +4,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -56,6 +57,52 @@ bool port_free(int port) {
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
   return ok;
+}
+
+// fork+exec rather than posix_spawn: the child asks for SIGTERM when its parent thread
+// dies (PR_SET_PDEATHSIG), so a crashed gateway does not leave GPUs held by orphans.
+// Between fork and exec only async-signal-safe calls. Returns 0 or the exec errno.
+int spawn(char* const* argv, char* const* envp, const std::string& log_path, pid_t* pid_out) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return errno;
+  const int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a stop reaches a wrapper's children too
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (in >= 0) ::dup2(in, STDIN_FILENO);
+    if (out >= 0) ::dup2(out, STDOUT_FILENO), ::dup2(out, STDERR_FILENO);
+    ::execvpe(argv[0], argv, envp);
+    const int err = errno;
+    [[maybe_unused]] auto n = ::write(pipefd[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  if (pid > 0) ::setpgid(pid, pid);  // also here, so a stop right after start finds the group
+  ::close(pipefd[1]);
+  if (out >= 0) ::close(out);
+  if (in >= 0) ::close(in);
+  if (pid < 0) {
+    ::close(pipefd[0]);
+    return fork_errno;
+  }
+  int err = 0;
+  ssize_t n;
+  do n = ::read(pipefd[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  ::close(pipefd[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    ::waitpid(pid, nullptr, 0);
+    return err;
+  }
+  *pid_out = pid;
+  return 0;
 }
 
 struct Child {
@@ -116,22 +163,8 @@ class ProcessActuator final : public Actuator {
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
 
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
     const std::string log_path = config_.log_dir.empty() ? "/dev/null" : config_.log_dir + "/" + c.id + ".log";
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    const int rc = posix_spawnp(&c.pid, argv[0], &actions, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
+    const int rc = spawn(argv.data(), envp.data(), log_path, &c.pid);
     if (rc != 0) return fail("spawn " + args[0] + ": " + std::strerror(rc));
     log::info("scaler.process_started",
               {{"replica", c.id}, {"pid", c.pid}, {"port", c.port}, {"gpu", gpu_list}, {"cmd", args[0]}});
