@@ -166,12 +166,13 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
   return out;
 }
 
-void l2_normalize(float* v, std::size_t dim) {
+bool l2_normalize(float* v, std::size_t dim) {
   double sum = 0.0;
   for (std::size_t i = 0; i < dim; ++i) sum += static_cast<double>(v[i]) * v[i];
-  if (sum <= 0.0) return;
+  if (!(sum > 0.0) || !std::isfinite(sum)) return false;
   const float inv = static_cast<float>(1.0 / std::sqrt(sum));
   for (std::size_t i = 0; i < dim; ++i) v[i] *= inv;
+  return true;
 }
 
 }  // namespace tidegate::cache

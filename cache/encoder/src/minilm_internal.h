@@ -10,7 +10,7 @@ namespace tidegate::cache {
 std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids,
                                           const std::function<void()>& checkpoint);
 
-// Scales v to unit length; an all-zero vector stays zero.
-void l2_normalize(float* v, std::size_t dim);
+// Scales v to unit length; an all-zero vector stays zero and the result is false.
+bool l2_normalize(float* v, std::size_t dim);
 
 }  // namespace tidegate::cache
