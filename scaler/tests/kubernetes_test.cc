@@ -5,7 +5,18 @@
 
 #include <boost/json.hpp>
 
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -13,6 +24,8 @@
 #include "fake_http_server.h"
 #include "tidegate/scaler/actuators.h"
 #include "tidegate/scaler/lifecycle.h"
+
+extern char** environ;
 
 namespace tidegate::scaler {
 namespace {
@@ -225,6 +238,74 @@ TEST_F(K8sTest, TokenAndNamespaceFilesAreRead) {
   EXPECT_EQ(reqs.front().headers.at("authorization"), "Bearer tok-1");
   EXPECT_EQ(reqs.back().headers.at("authorization"), "Bearer tok-2");
   EXPECT_NE(reqs.front().target.find("/namespaces/ns1/"), std::string::npos);
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// HTTPS with CA verification against `openssl s_server -WWW`, which serves files by path:
+// the Scale object sits at the API path. (GET only, which is all this checks: the TLS
+// client, SNI, CA pinning and hostname/IP verification.)
+TEST(K8sTls, VerifiesTheApiServerAgainstTheConfiguredCa) {
+  if (::access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl CLI not installed";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("k8s_tls_" + std::to_string(::getpid()));
+  const fs::path www = dir / "www";
+  fs::create_directories(www / "apis/apps/v1/namespaces/ns1/deployments/llm");
+  std::ofstream(www / "apis/apps/v1/namespaces/ns1/deployments/llm/scale")
+      << R"({"apiVersion":"autoscaling/v1","kind":"Scale","spec":{"replicas":3},"status":{"replicas":3}})";
+  const std::string gen = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + (dir / "key.pem").string() + " -out " +
+                          (dir / "cert.pem").string() +
+                          " -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost -days 1 2>/dev/null";
+  ASSERT_EQ(std::system(gen.c_str()), 0);
+  const int port = free_port();
+  const std::string cmd = "cd " + www.string() + " && exec openssl s_server -accept 127.0.0.1:" + std::to_string(port) +
+                          " -cert ../cert.pem -key ../key.pem -WWW -quiet >/dev/null 2>&1";
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  for (int i = 0; i < 100; ++i) {  // until it listens
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  KubernetesActuatorConfig c;
+  c.api_server = "https://127.0.0.1:" + std::to_string(port);
+  c.ca_file = (dir / "cert.pem").string();
+  c.token = "t";
+  c.ns = "ns1";
+  c.deployment = c.service = "llm";
+  c.retries = 0;
+  auto good = make_kubernetes_actuator(c);
+  const auto obs = good->observe();  // Scale over TLS; s_server has no EndpointSlices
+  EXPECT_EQ(obs.pending, 3);
+
+  c.ca_file = "";  // system CAs do not know this self-signed server
+  auto bad = make_kubernetes_actuator(c);
+  const auto before = bad->stats().errors;
+  EXPECT_EQ(bad->observe().pending, 0);
+  EXPECT_GT(bad->stats().errors, before);
+  EXPECT_NE(bad->stats().last_error.find("certificate verify failed"), std::string::npos) << bad->stats().last_error;
+
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  fs::remove_all(dir);
 }
 
 class RecordingRouting final : public RoutingTarget {
