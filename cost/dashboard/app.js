@@ -34,6 +34,7 @@
     }
     if (unit === "pct" || unit === "ratio") return (v * 100).toFixed(unit === "pct" ? 1 : 0) + "%";
     if (unit === "int") return Math.round(v).toLocaleString("en-US");
+    if (unit === "s") return v === 0 ? "0" : v < 1 ? (v * 1000).toPrecision(3) + " ms" : v.toPrecision(3) + " s";
     var b = Math.abs(v);
     if (b >= 1e6) return (v / 1e6).toFixed(1) + "M";
     if (b >= 1e3) return (v / 1e3).toFixed(1) + "k";

@@ -33,6 +33,7 @@ double Ledger::close(Replica& r, double t) {
       Segment s{r.t_last, t, usd, {}};
       s.members.reserve(r.in_flight.size());
       for (const auto h : r.in_flight) s.members.push_back({h, -1.0});
+      s.unknown = s.members.size();
       r.pending.push_back(std::move(s));
       stats_.pending_usd += usd;
     }
@@ -85,9 +86,7 @@ void Ledger::settle(Segment& s, const std::string& model) {
 void Ledger::settle_complete(Replica& r) {
   std::deque<Segment> keep;
   for (auto& s : r.pending) {
-    const bool complete =
-        std::all_of(s.members.begin(), s.members.end(), [](const Member& m) { return m.work >= 0; });
-    if (complete) settle(s, r.model);
+    if (s.unknown == 0) settle(s, r.model);
     else keep.push_back(std::move(s));
   }
   r.pending.swap(keep);
@@ -145,9 +144,13 @@ void Ledger::spread_reported(Request& q, std::uint64_t handle, Replica& r, doubl
   const double span = t - q.last_t;
   if (span <= 0) return;  // same instant: the work is spread by the next report or the finish
   const double delta = q.reported - q.last_work;
-  for (auto& s : r.pending)
-    for (auto& m : s.members)
-      if (m.handle == handle && m.work < 0) m.work = delta * ((s.t1 - s.t0) / span);
+  // Only segments after the previous report can still wait for this request: walk back to it.
+  for (auto it = r.pending.rbegin(); it != r.pending.rend() && it->t1 > q.last_t; ++it)
+    for (auto& m : it->members)
+      if (m.handle == handle && m.work < 0) {
+        m.work = delta * ((it->t1 - it->t0) / span);
+        --it->unknown;
+      }
   q.rate = delta / span;
   q.last_t = t;
   q.last_work = q.reported;
@@ -162,7 +165,7 @@ void Ledger::progress(std::uint64_t handle, double cumulative_work, double t) {
   if (cumulative_work < q.reported) ++stats_.progress_regressions;
   q.reported = std::max(q.reported, cumulative_work);
   spread_reported(q, handle, r, t);
-  settle_complete(r);
+  if (!r.pending.empty() && r.pending.front().unknown == 0) settle_complete(r);
   enforce_cap(r);
 }
 

@@ -78,6 +78,7 @@ class Ledger final {
   struct Segment {
     double t0, t1, usd;
     std::vector<Member> members;
+    std::size_t unknown = 0;  // members whose work is not known yet
   };
   struct Replica {
     std::string model, cls;
