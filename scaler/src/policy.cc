@@ -178,7 +178,9 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
 
   // Step limits.
   if (desired > capacity) {
-    int limit = std::max(static_cast<int>(std::floor(capacity * cfg.scale_up_max_rate + 1e-9)), capacity + 1);
+    // From zero the rate applies to one replica, or a cold start would crawl up one by one.
+    const int base = std::max(1, capacity);
+    int limit = std::max(static_cast<int>(std::floor(base * cfg.scale_up_max_rate + 1e-9)), capacity + 1);
     if (cfg.scale_up_max_step > 0) limit = std::min(limit, capacity + cfg.scale_up_max_step);
     if (desired > limit) {
       d.reason_code = "rate_limited";

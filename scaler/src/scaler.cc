@@ -137,7 +137,12 @@ void Scaler::stop(bool stop_replicas) {
   if (thread_.joinable()) thread_.join();
   if (!stop_replicas) return;
   std::lock_guard lock(tick_mutex_);
-  for (auto& p : pools_) p->controller->shutdown(now());
+  for (auto& p : pools_) {
+    p->controller->shutdown(now());
+    std::lock_guard state_lock(state_mutex_);
+    p->counts = p->controller->counts();
+    p->replicas = p->controller->replicas();
+  }
 }
 
 void Scaler::tick() {

@@ -179,6 +179,12 @@ TEST(Policy, ScaleToZeroAndBack) {
   EXPECT_EQ(d.reason_code, "from_zero");
   d = decide(cfg, st, at(22, 3, 0, 1));
   EXPECT_EQ(d.direction, Direction::kHold);  // the starting one covers it
+
+  cfg.scale_up_max_rate = 3;  // from zero, the rate applies to one replica: up to 3 at once
+  PolicyState burst;
+  d = decide(cfg, burst, at(0, 200, 0));
+  EXPECT_EQ(d.desired, 3);
+  EXPECT_EQ(d.reason_code, "rate_limited");
 }
 
 TEST(Policy, ScheduledMinimums) {

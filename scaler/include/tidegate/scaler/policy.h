@@ -41,7 +41,7 @@ struct PolicyConfig {
   double panic_threshold = 2.0;  // panic-window demand / capacity
   double scale_down_stabilization_s = 300;
   double tolerance = 0.1;          // |value/target - 1| within this: no change for that signal
-  double scale_up_max_rate = 10;   // desired <= max(capacity * rate, capacity + 1)
+  double scale_up_max_rate = 10;   // desired <= max(max(capacity, 1) * rate, capacity + 1)
   int scale_up_max_step = 0;       // replicas per decision; 0 = unlimited
   double scale_down_max_rate = 2;  // desired >= floor(active / rate)
   int scale_down_max_step = 0;     // replicas per decision; 0 = unlimited
