@@ -110,6 +110,7 @@ void Session::on_body(beast::error_code ec) {
   if (ec) return close();
   req_ = parser_->release();
   keep_alive_ = req_.keep_alive();
+  config_ = impl_->config();  // a reload while this connection sat idle applies now
   start_ = Clock::now();
   handle_request();
 }

@@ -1,0 +1,213 @@
+"""Bad input and faults: each gets a clear error, never a crash or a hang."""
+import json
+import socket
+import time
+
+import httpx
+
+from harness import FakeUpstream, Gateway, chat, free_port, model_yaml, sse_events, wait_until
+
+
+def _error(r, status, code=None):
+    assert r.status_code == status, (r.status_code, r.text)
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}, err
+    if code:
+        assert err["code"] == code, err
+    return err
+
+
+def test_bad_requests(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        with gw.client() as c:
+            _error(c.post("/v1/chat/completions", content=b'{"model": "m", "messages": [', headers={"content-type": "application/json"}), 400, "invalid_json")
+            e = _error(c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}), 400, "invalid_type")
+            assert e["param"] == "stream"
+            e = _error(c.post("/v1/chat/completions", json={"model": 7, "messages": [{"role": "user"}]}), 400)
+            assert e["param"] == "model"
+            _error(c.post("/v1/chat/completions", json={"model": "m", "messages": [], "max_tokens": 5}), 400, "empty_messages")
+            _error(c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}), 400, "missing_model")
+            e = _error(c.post("/v1/chat/completions", json=chat("nope")), 404, "model_not_found")
+            assert e["param"] == "model"
+            _error(c.post("/v1/completions", json={"model": "m", "prompt": ""}), 400, "empty_prompt")
+            # The connection survives all of that: keep-alive after errors.
+            assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        assert len(up.requests) == 1  # nothing invalid reached the replica
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_oversized_body(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        big = chat(content="x" * (1024 * 1024 + 10))
+        r = httpx.post(gw.url + "/v1/chat/completions", json=big, timeout=15)
+        _error(r, 413, "body_too_large")
+        assert not up.requests
+        assert gw.proc.poll() is None
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_oversized_headers(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers={"x-junk": "y" * 20000}, timeout=15)
+        _error(r, 431, "header_too_large")
+        assert httpx.get(gw.url + "/healthz").status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_slow_loris(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", header_read: 500ms")
+    try:
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        start = time.monotonic()
+        closed = False
+        try:
+            for _ in range(40):  # one header byte every 100 ms, never finishing
+                s.sendall(b"X")
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        if not closed:
+            s.settimeout(5)
+            closed = s.recv(100) == b""
+        assert closed, "slow-loris connection was not closed"
+        assert time.monotonic() - start < 4.5
+        s.close()
+        assert gw.metric("tidegate_local_replies_total", {"reason": "header_timeout"}) == 1
+        assert httpx.get(gw.url + "/healthz").status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_client_disconnect_mid_stream(env):
+    up = FakeUpstream(mode="slow_stream", tokens=400, tpot=0.02)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=0))
+    try:
+        with httpx.Client(timeout=15) as c:
+            with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
+                assert r.status_code == 200
+                lines = r.iter_lines()
+                got = 0
+                for line in lines:
+                    if line.startswith("data: "):
+                        got += 1
+                    if got >= 3:
+                        break
+        # Client gone: the gateway cancels the upstream request and frees the slot.
+        wait_until(lambda: up.disconnects == 1, timeout=10, what="upstream to see the cancel")
+        wait_until(lambda: gw.metric("tidegate_upstream_in_flight", {"model": "m"}) == 0, what="slot freed")
+        up.mode = "ok"
+        # cap 1 and no queue: this only succeeds if the slot really came back.
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_upstream_refusing_connections(env):
+    gw = Gateway(env.tidegate, model_yaml("m", [free_port()]))
+    try:
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
+        err = _error(r, 503, "no_ready_replica")
+        assert "connect_failed" in err["message"]
+        assert gw.metric("tidegate_upstream_errors_total", {"reason": "connect_failed"}) >= 1
+    finally:
+        gw.close()
+
+
+def test_upstream_dies_mid_stream(env):
+    from harness import Sim
+    sim = Sim(env.sim, "--die-after", "1", "--ttft-ms", "20", "--tpot-ms", "20", "--max-tokens-default", "200")
+    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
+    try:
+        with httpx.Client(timeout=20) as c:
+            with c.stream("POST", gw.url + "/v1/chat/completions",
+                          json=chat("sim", stream=True, max_tokens=200)) as r:
+                assert r.status_code == 200
+                events = sse_events(r)  # must end, not hang
+        assert events, "no events at all"
+        last = json.loads(events[-1])
+        assert "error" in last, events[-3:]
+        assert set(last["error"]) == {"message", "type", "param", "code"}
+        assert "[DONE]" not in events
+        entry = [e for e in gw.access_entries() if e["model"] == "sim"][-1]
+        assert entry["reason"] in ("stream_broken", "stream_truncated"), entry
+    finally:
+        gw.close()
+        sim.close()
+
+
+def test_upstream_hanging(env):
+    up = FakeUpstream(mode="hang")
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", first_byte: 500ms")
+    try:
+        start = time.monotonic()
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
+        _error(r, 504, "upstream_timeout")
+        assert time.monotonic() - start < 5
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_all_replicas_down(env):
+    gw = Gateway(env.tidegate, model_yaml("m", [free_port(), free_port()], health_interval="100ms", failures=1))
+    try:
+        wait_until(lambda: gw.metric("tidegate_replicas", {"model": "m", "state": "ejected"}) == 2, what="ejection")
+        assert httpx.get(gw.url + "/readyz").status_code == 503
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
+        _error(r, 503, "no_ready_replica")
+    finally:
+        gw.close()
+
+
+def _concurrent(gw, n, body):
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(n) as ex:
+        return list(ex.map(lambda _: httpx.post(gw.url + "/v1/chat/completions", json=body, timeout=20), range(n)))
+
+
+def test_queue_full(env):
+    up = FakeUpstream(delay=1.0)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=1))
+    try:
+        rs = _concurrent(gw, 4, chat())
+        codes = sorted(r.status_code for r in rs)
+        assert codes.count(200) == 2 and codes.count(429) == 2, codes
+        full = [r for r in rs if r.status_code == 429][0]
+        _error(full, 429, "queue_full")
+        assert int(full.headers["retry-after"]) >= 1
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_queue_wait_exceeded(env):
+    up = FakeUpstream(delay=2.0)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=10, max_wait="300ms"))
+    try:
+        rs = _concurrent(gw, 2, chat())
+        codes = sorted(r.status_code for r in rs)
+        assert codes == [200, 503], codes
+        late = [r for r in rs if r.status_code == 503][0]
+        err = _error(late, 503, "queue_timeout")
+        assert "queue" in err["message"]
+        assert "retry-after" in late.headers
+        assert gw.metric("tidegate_queue_wait_seconds_count", {"model": "m"}) >= 1
+    finally:
+        gw.close()
+        up.close()

@@ -1,0 +1,269 @@
+"""Data-path features end to end: streaming, usage, keep-alive, balancing, retries,
+health, reloads, drain, metrics, auth, and the official openai SDK."""
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import httpx
+
+from harness import FakeUpstream, Gateway, Sim, chat, free_port, model_yaml, sse_events, wait_until
+
+
+def test_streaming_passthrough(env):
+    sim = Sim(env.sim, "--ttft-ms", "10", "--tpot-ms", "30", "--echo")
+    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
+    try:
+        arrivals = []
+        with httpx.Client(timeout=20) as c:
+            with c.stream("POST", gw.url + "/v1/chat/completions",
+                          json=chat("sim", "stream me please", stream=True, max_tokens=12)) as r:
+                assert r.status_code == 200
+                assert r.headers["content-type"].startswith("text/event-stream")
+                assert r.headers.get("transfer-encoding") == "chunked"
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        arrivals.append((time.monotonic(), line[6:]))
+        payloads = [p for _, p in arrivals]
+        assert payloads[-1] == "[DONE]"
+        text = "".join(json.loads(p)["choices"][0]["delta"].get("content") or "" for p in payloads[:-1])
+        assert text.startswith("stream me please"), text
+        # Chunk by chunk, not buffered: events arrive spread over the generation time.
+        assert arrivals[-1][0] - arrivals[0][0] > 0.15
+    finally:
+        gw.close()
+        sim.close()
+
+
+def test_usage_stripping(env):
+    up = FakeUpstream(tokens=4)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        with httpx.Client(timeout=20) as c:
+            with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
+                plain = sse_events(r)
+            with c.stream("POST", gw.url + "/v1/chat/completions",
+                          json=chat(stream=True, stream_options={"include_usage": True})) as r:
+                asked = sse_events(r)
+        # The gateway asked upstream for usage both times...
+        assert up.requests[0]["stream_options"] == {"include_usage": True}
+        # ...and other fields went through untouched.
+        assert up.requests[0]["messages"] == [{"role": "user", "content": "hello"}]
+        # The client that did not ask never sees the usage chunk; the one that asked does.
+        assert not any('"usage"' in p for p in plain), plain
+        assert plain[-1] == "[DONE]" and len(plain) == 5
+        assert any(json.loads(p).get("usage") for p in asked[:-1])
+        # The gateway learned the tokens in both cases.
+        entries = [e for e in gw.access_entries() if e["model"] == "m"]
+        assert [e["completion_tokens"] for e in entries] == [4, 4], entries
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_keep_alive(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        with httpx.Client(base_url=gw.url, timeout=10, limits=httpx.Limits(max_connections=1)) as c:
+            for _ in range(15):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+            text = c.get("/metrics").text
+        total = [l for l in text.splitlines() if l.startswith("tidegate_connections_total")]
+        assert total and float(total[0].split()[-1]) == 1.0, total
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_load_balancing_spread(env):
+    sims = [Sim(env.sim, "--ttft-ms", "20", "--tpot-ms", "1") for _ in range(3)]
+    gw = Gateway(env.tidegate, model_yaml("sim", [s.port for s in sims]))
+    try:
+        import concurrent.futures as cf
+        with httpx.Client(timeout=20) as c, cf.ThreadPoolExecutor(6) as ex:
+            codes = list(ex.map(lambda _: c.post(gw.url + "/v1/chat/completions", json=chat("sim", max_tokens=3)).status_code, range(60)))
+        assert codes == [200] * 60
+        counts = {}
+        for e in gw.access_entries():
+            counts[e["upstream"]] = counts.get(e["upstream"], 0) + 1
+        assert set(counts) == {"r0", "r1", "r2"}, counts
+        assert min(counts.values()) >= 8, counts
+    finally:
+        gw.close()
+        for s in sims:
+            s.close()
+
+
+def test_retries(env):
+    bad, good = FakeUpstream(mode="fail500"), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [bad.port, good.port, free_port()], balancer="round_robin"))
+    try:
+        with gw.client() as c:
+            for _ in range(6):
+                r = c.post("/v1/chat/completions", json=chat())
+                assert r.status_code == 200, r.text
+        assert bad.requests, "round robin never tried the failing replica"
+        assert gw.metric("tidegate_retries_total", {"model": "m"}) >= 2
+        # With a single failing replica nothing else can answer: its 5xx is relayed.
+        gw2 = Gateway(env.tidegate, model_yaml("m", [bad.port]))
+        try:
+            assert httpx.post(gw2.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
+        finally:
+            gw2.close()
+    finally:
+        gw.close()
+        bad.close()
+        good.close()
+
+
+def test_passive_ejection_and_readmission(env):
+    up = FakeUpstream(mode="fail500")
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port], health_interval="1s", failures=2))
+    try:
+        wait_until(lambda: httpx.get(gw.url + "/readyz").status_code == 200, what="first probe")
+        with gw.client() as c:
+            for _ in range(2):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 500
+            # Two failures in a row: ejected without waiting for a probe.
+            assert gw.metric("tidegate_replicas", {"model": "m", "state": "ejected"}) == 1
+            assert c.post("/v1/chat/completions", json=chat()).status_code == 503
+            up.mode = "ok"
+            # The next successful probe re-admits it.
+            wait_until(lambda: gw.metric("tidegate_replicas", {"model": "m", "state": "healthy"}) == 1,
+                       timeout=5, what="re-admission")
+            assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_sighup_reload(env):
+    a, b = FakeUpstream(), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [a.port]))
+    try:
+        with gw.client() as c:
+            assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+            gw.write_config(model_yaml("m", [b.port]) + model_yaml("n", [b.port]),
+                            top='api_keys:\n  - {name: team-a, key: "sk-reload-0001", tenant: acme, tags: {team: a}}')
+            gw.signal(signal.SIGHUP)
+            wait_until(lambda: any("gateway.reloaded" in l for l in gw.log), what="reload")
+            # Same keep-alive connection, new rules: a key is required now.
+            r = c.post("/v1/chat/completions", json=chat())
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
+            hdr = {"authorization": "Bearer sk-reload-0001"}
+            assert c.post("/v1/chat/completions", json=chat(), headers=hdr).status_code == 200
+            assert c.post("/v1/chat/completions", json=chat("n"), headers=hdr).status_code == 200
+            ids = {m["id"] for m in c.get("/v1/models").json()["data"]}
+            assert ids == {"m", "n"}
+        assert len(a.requests) == 1 and len(b.requests) == 2  # old replica drained out
+        entries = gw.access_entries()
+        assert entries[-1]["tenant"] == "acme" and entries[-1]["key"] == "team-a"
+        assert not any("sk-reload-0001" in json.dumps(e) for e in entries)
+        assert not any("sk-reload-0001" in l for l in gw.log)
+        # A broken edit keeps the running config.
+        with open(gw.config_path, "w") as f:
+            f.write("models: [{name: m, bogus: 1}]\n")
+        gw.signal(signal.SIGHUP)
+        wait_until(lambda: any("gateway.reload_failed" in l for l in gw.log), what="reload failure")
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers=hdr, timeout=10).status_code == 200
+    finally:
+        gw.close()
+        a.close()
+        b.close()
+
+
+def test_sigterm_drain(env):
+    up = FakeUpstream(delay=1.0)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        result = {}
+
+        def slow():
+            result["r"] = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10)
+
+        t = threading.Thread(target=slow)
+        t.start()
+        wait_until(lambda: up.active == 1, what="request in flight")
+        gw.signal(signal.SIGTERM)
+        t.join(timeout=15)
+        assert result["r"].status_code == 200  # in-flight request finished
+        assert gw.proc.wait(timeout=15) == 0
+        try:
+            httpx.get(gw.url + "/healthz", timeout=2)
+            raise AssertionError("still accepting after drain")
+        except httpx.ConnectError:
+            pass
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_metrics_promtool(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        with gw.client() as c:
+            c.post("/v1/chat/completions", json=chat())
+            c.post("/v1/chat/completions", json=chat(stream=True))
+            c.post("/v1/chat/completions", json=chat("unknown"))
+            text = c.get("/metrics").text
+        for name in ("tidegate_requests_total", "tidegate_request_duration_seconds", "tidegate_time_to_first_byte_seconds",
+                     "tidegate_gateway_overhead_seconds", "tidegate_queue_depth", "tidegate_replicas",
+                     "tidegate_local_replies_total"):
+            assert name in text, name
+        p = subprocess.run([env.promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0 and p.stdout == "" and p.stderr == "", (p.stdout, p.stderr)
+        assert gw.metric("tidegate_requests_total", {"model": "m", "status": "200"}) == 2
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_openai_sdk(env):
+    import openai
+    sim = Sim(env.sim, "--ttft-ms", "5", "--tpot-ms", "2", "--echo")
+    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]),
+                 top='api_keys:\n  - {name: sdk, key: "sk-sdk-test-1", tenant: t1}')
+    try:
+        client = openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-sdk-test-1", max_retries=0)
+        r = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "ping from sdk"}], max_tokens=8)
+        assert r.choices[0].message.content.startswith("ping from sdk")
+        assert r.usage.completion_tokens > 0
+        chunks = list(client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "stream sdk"}],
+                                                     max_tokens=8, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text.startswith("stream sdk")
+        assert all(c.usage is None for c in chunks)  # not asked, so stripped
+        models = [m.id for m in client.models.list()]
+        assert models == ["sim"]
+        bad = openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-wrong-key", max_retries=0)
+        try:
+            bad.chat.completions.create(model="sim", messages=[{"role": "user", "content": "x"}])
+            raise AssertionError("bad key accepted")
+        except openai.AuthenticationError:
+            pass
+    finally:
+        gw.close()
+        sim.close()
+
+
+def test_check_config(env):
+    import os
+    import tempfile
+    d = tempfile.mkdtemp()
+    good, bad = os.path.join(d, "good.yaml"), os.path.join(d, "bad.yaml")
+    with open(good, "w") as f:
+        f.write("listen: \"127.0.0.1:0\"\nmodels:\n" + model_yaml("m", [18001]))
+    with open(bad, "w") as f:
+        f.write("listen: \"127.0.0.1:0\"\nmodels:\n  - name: m\n    max_concurrency_per_replica: lots\n")
+    p = subprocess.run([env.tidegate, "--check-config", good], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0 and p.stdout.strip() == "config ok", (p.stdout, p.stderr)
+    p = subprocess.run([env.tidegate, "--check-config", bad], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2
+    assert "models[0].max_concurrency_per_replica" in p.stderr and "line 4" in p.stderr, p.stderr
+    for cfg in ("bench-passthrough.yaml", "vllm.yaml"):
+        path = os.path.join(env.source_root, "configs", cfg)
+        p = subprocess.run([env.tidegate, "--check-config", path], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 0, (cfg, p.stderr)
