@@ -32,7 +32,11 @@ while (($#)); do
   shift
 done
 mkdir -p "$OUT"
-SANITIZER=/usr/local/cuda/bin/compute-sanitizer
+SANITIZER=""
+for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+  "$(command -v compute-sanitizer 2>/dev/null)"; do
+  [[ -n "$c" && -x "$c" ]] && { SANITIZER="$c"; break; }
+done
 STEPS=()
 
 left() { echo $((BUDGET - SECONDS)); }
@@ -104,13 +108,13 @@ step bench_search_small 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 1
 step bench_search_10m 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 10000000 --hnsw-max 0 --min-time 2 \
   --out "$OUT/bench_search_10m.json"
 
-if [[ -x "$SANITIZER" ]]; then
+if [[ -n "$SANITIZER" ]]; then
   step memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 7 \
     "$BIN/tidegate_kernels_gpu_tests"
   step racecheck 90 "$SANITIZER" --tool racecheck --error-exitcode 7 \
     "$BIN/tidegate_kernels_gpu_tests" --gtest_filter='GpuFlatIndex.*:GpuOps.*'
 else
-  STEPS+=("{\"step\":\"compute-sanitizer\",\"status\":\"absent at $SANITIZER\"}")
+  STEPS+=("{\"step\":\"compute-sanitizer\",\"status\":\"not installed (looked in /usr/local/cuda and PATH)\"}")
 fi
 # HNSW at 1M (construction alone takes a minute or more): CPU only, with whatever budget is left.
 step bench_search_hnsw_1m 150 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --sizes 1000000 \
