@@ -1,0 +1,36 @@
+#pragma once
+// Tidegate's own policy in the replay: the live scaler's decide() (tidegate_scaler), fed with
+// the simulated gateway and engine signals once per sample, exactly as the live scaler ticks.
+// The warm pool size is the lifecycle controller's setting; the replay's actuator keeps it.
+#include <string>
+
+#include "tidegate/replay/policy.h"
+#include "tidegate/scaler/policy.h"
+
+namespace tidegate::replay {
+
+struct TidegatePolicyConfig {
+  scaler::PolicyConfig policy;  // the scaler's defaults unless a config file says otherwise
+  int warm_pool_size = 0;
+  double tick_s = 1;            // the live scaler's control loop period
+};
+
+class TidegatePolicy final : public ScalingPolicy {
+ public:
+  TidegatePolicy(TidegatePolicyConfig config, std::string name);
+  std::string name() const override { return name_; }
+  double decide_period_s() const override { return cfg_.tick_s; }
+  ScaleTarget decide(const ClusterObservation& obs) override;
+  const scaler::Decision& last_decision() const { return last_; }
+
+ private:
+  TidegatePolicyConfig cfg_;
+  std::string name_;
+  scaler::PolicyState state_;
+  scaler::Decision last_;
+};
+
+// The signals the live gateway/engines would report, from a replay observation.
+scaler::PolicyInput to_policy_input(const ClusterObservation& obs);
+
+}  // namespace tidegate::replay

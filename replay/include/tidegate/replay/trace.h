@@ -1,0 +1,67 @@
+#pragma once
+// Request traces for replay: the Azure LLM inference trace CSV and the Mooncake JSONL.
+// Parsing is strict by default about what a row means and explicit about what it does with
+// bad input, because a silently dropped row changes the load a policy is judged on.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tidegate::replay {
+
+enum class TraceFormat { kAuto, kAzure, kMooncake };
+enum class BadRowPolicy { kSkip, kFail };
+enum class UnsortedPolicy { kSort, kFail };
+
+struct TraceRequest {
+  double arrival_s = 0;            // seconds since the first request of the trace
+  std::int64_t prompt_tokens = 0;  // >= 1
+  std::int32_t output_tokens = 0;  // >= 1
+};
+
+struct BadRow {
+  std::size_t line = 0;  // 1-based line in the file
+  std::string reason;
+};
+
+struct Trace {
+  TraceFormat format = TraceFormat::kAuto;  // the format actually parsed
+  std::vector<TraceRequest> requests;       // sorted by arrival_s, first at 0
+  std::vector<BadRow> bad_rows;             // skipped rows (first 100 kept; count in bad_row_count)
+  std::size_t bad_row_count = 0;
+  std::size_t out_of_order_rows = 0;        // rows earlier than their predecessor (sorted anyway)
+  std::size_t first_out_of_order_line = 0;
+  std::size_t zero_output_rows = 0;         // output 0 counted as 1: a request still gets a token
+  double duration_s() const { return requests.empty() ? 0 : requests.back().arrival_s; }
+};
+
+struct ParseOptions {
+  TraceFormat format = TraceFormat::kAuto;
+  BadRowPolicy on_bad_row = BadRowPolicy::kSkip;
+  UnsortedPolicy on_unsorted = UnsortedPolicy::kSort;
+  // Arrival rate multiplier: 2.0 compresses time by 2 (same requests, twice the rate).
+  double load_factor = 1.0;
+};
+
+// Thrown for unreadable files, unknown formats, empty traces, and bad rows under kFail.
+class TraceError final : public std::runtime_error {
+ public:
+  TraceError(std::string file, std::size_t line, const std::string& message);
+  std::size_t line() const { return line_; }
+
+ private:
+  std::size_t line_;
+};
+
+Trace parse_trace_file(const std::string& path, const ParseOptions& options);
+// Same, from text already in memory; `name` is used in messages.
+Trace parse_trace_text(const std::string& text, const std::string& name, const ParseOptions& options);
+
+TraceFormat detect_format(const std::string& text);
+std::string to_string(TraceFormat format);
+TraceFormat trace_format_from_string(const std::string& text);  // throws std::invalid_argument
+
+// "2023-11-16 18:15:46.6805900" -> seconds since 1970-01-01 UTC; throws std::invalid_argument.
+double parse_azure_timestamp(const std::string& text);
+
+}  // namespace tidegate::replay

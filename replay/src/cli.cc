@@ -1,0 +1,156 @@
+#include "tidegate/replay/cli.h"
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+namespace tidegate::replay {
+namespace {
+
+double number(const std::string& flag, const std::string& text, double lo, double hi) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v))
+    throw CliError(flag + ": '" + text + "' is not a number");
+  if (v < lo || v > hi) {
+    std::ostringstream m;
+    m << flag << ": " << text << " is out of range [" << lo << ", " << hi << "]";
+    throw CliError(m.str());
+  }
+  return v;
+}
+
+int integer(const std::string& flag, const std::string& text, int lo, int hi) {
+  const double v = number(flag, text, lo, hi);
+  if (v != std::floor(v)) throw CliError(flag + ": '" + text + "' is not a whole number");
+  return static_cast<int>(v);
+}
+
+template <typename T>
+std::vector<T> list(const std::string& flag, const std::string& text, double lo, double hi) {
+  std::vector<T> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<T>(number(flag, item, lo, hi)));
+  if (out.empty()) throw CliError(flag + ": empty list");
+  return out;
+}
+
+}  // namespace
+
+std::string usage() {
+  return "usage: tidegate-replay --trace FILE [options]\n"
+         "  --format azure|mooncake|auto   trace format (default: detected from the content)\n"
+         "  --config FILE                  YAML with replay: (profile, slo, replicas, baselines) and policy:\n"
+         "  --replicas-min N  --replicas-max N\n"
+         "  --initial-replicas N|auto      fleet at t=0 (auto: the cheapest static fleet, found first)\n"
+         "  --warmup-s S                   decisions are not applied before S (default 60)\n"
+         "  --slo-ttft-ms X  --slo-e2e-ms Y  --slo-attainment F (default 0.99)\n"
+         "  --load-factor F                scale the arrival rate (2 = twice as fast)\n"
+         "  --warm-pool N                  Tidegate's warm pool size for the main run\n"
+         "  --on-bad-row skip|fail         malformed rows: skip with a warning (default) or stop\n"
+         "  --on-unsorted sort|fail        out-of-order timestamps: sort with a warning (default) or stop\n"
+         "  --json                         last stdout line: the summary as one JSON object\n"
+         "  --out-dir DIR                  write timeline.csv, timeline.svg (and baselines.txt)\n"
+         "  --baselines                    also run static (searched), HPA, KPA, Tidegate +/- warm pool\n"
+         "  --tune                         search policy parameters; print the Pareto frontier and YAML\n"
+         "  --tune-concurrency L --tune-stable-window L --tune-scale-down L --tune-warm-pool L\n"
+         "                                 comma-separated grids for --tune\n"
+         "  --threads N                    parallel runs for --baselines/--tune (default: cores)\n"
+         "  --progress / --no-progress     progress bar on stderr (default: when stderr is a terminal)\n";
+}
+
+CliArgs parse_cli(int argc, const char* const* argv) {
+  CliArgs a;
+  std::map<std::string, std::string> values;
+  std::vector<std::string> order;
+  static const char* kBool[] = {"--json", "--baselines", "--tune", "--help", "-h", "--progress", "--no-progress"};
+  static const char* kValued[] = {"--trace", "--format", "--config", "--replicas-min", "--replicas-max",
+                                  "--initial-replicas", "--warmup-s", "--slo-ttft-ms", "--slo-e2e-ms", "--slo-attainment",
+                                  "--load-factor", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
+                                  "--threads", "--tune-concurrency", "--tune-stable-window", "--tune-scale-down",
+                                  "--tune-warm-pool"};
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    const auto eq = flag.find('=');
+    if (eq != std::string::npos) value = flag.substr(eq + 1), flag = flag.substr(0, eq);
+    bool known = false;
+    for (const char* b : kBool)
+      if (flag == b) known = true, values[flag] = "1";
+    for (const char* v : kValued)
+      if (flag == v) {
+        known = true;
+        if (eq == std::string::npos) {
+          if (i + 1 >= argc) throw CliError(flag + " needs a value");
+          value = argv[++i];
+        }
+        values[flag] = value;
+      }
+    if (!known) throw CliError("unknown option '" + flag + "'");
+  }
+  auto get = [&](const char* f) -> std::optional<std::string> {
+    auto it = values.find(f);
+    return it == values.end() ? std::nullopt : std::optional(it->second);
+  };
+  if (get("--help") || get("-h")) {
+    a.help = true;
+    return a;
+  }
+  if (!get("--trace")) throw CliError("--trace FILE is required");
+  a.trace = *get("--trace");
+  a.config = default_config();
+  if (auto v = get("--config")) a.config = load_config_file(*v, a.config);
+  if (auto v = get("--format")) {
+    try {
+      a.format = trace_format_from_string(*v);
+    } catch (const std::invalid_argument& e) {
+      throw CliError(std::string("--format: ") + e.what());
+    }
+  }
+  if (auto v = get("--on-bad-row")) {
+    if (*v != "skip" && *v != "fail") throw CliError("--on-bad-row: expected skip or fail, got '" + *v + "'");
+    a.on_bad_row = *v == "skip" ? BadRowPolicy::kSkip : BadRowPolicy::kFail;
+  }
+  if (auto v = get("--on-unsorted")) {
+    if (*v != "sort" && *v != "fail") throw CliError("--on-unsorted: expected sort or fail, got '" + *v + "'");
+    a.on_unsorted = *v == "sort" ? UnsortedPolicy::kSort : UnsortedPolicy::kFail;
+  }
+  auto& o = a.config.options;
+  if (auto v = get("--replicas-min")) o.replicas_min = integer("--replicas-min", *v, 1, 10000);
+  if (auto v = get("--replicas-max")) o.replicas_max = integer("--replicas-max", *v, 1, 10000);
+  if (auto v = get("--initial-replicas"))
+    o.initial_active = *v == "auto" ? 0 : integer("--initial-replicas", *v, 1, 10000);
+  if (auto v = get("--warmup-s")) o.warmup_s = number("--warmup-s", *v, 0, 86400);
+  if (o.replicas_min > o.replicas_max)
+    throw CliError("--replicas-min (" + std::to_string(o.replicas_min) + ") exceeds --replicas-max (" +
+                   std::to_string(o.replicas_max) + ")");
+  if (o.initial_active > 0) o.initial_active = std::clamp(o.initial_active, o.replicas_min, o.replicas_max);
+  a.config.tidegate.policy.min_replicas = o.replicas_min;
+  a.config.tidegate.policy.max_replicas = o.replicas_max;
+  if (auto v = get("--slo-ttft-ms")) o.slo.ttft_s = number("--slo-ttft-ms", *v, 1, 3.6e6) / 1000;
+  if (auto v = get("--slo-e2e-ms")) o.slo.e2e_s = number("--slo-e2e-ms", *v, 1, 8.64e7) / 1000;
+  if (auto v = get("--slo-attainment")) o.slo.attainment = number("--slo-attainment", *v, 0.01, 1);
+  if (auto v = get("--load-factor")) a.load_factor = number("--load-factor", *v, 0.001, 1000);
+  if (auto v = get("--warm-pool")) a.config.tidegate.warm_pool_size = integer("--warm-pool", *v, 0, 1000);
+  if (auto v = get("--threads")) a.threads = static_cast<unsigned>(integer("--threads", *v, 1, 256));
+  if (auto v = get("--out-dir")) a.out_dir = *v;
+  if (auto v = get("--tune-concurrency")) a.grid.concurrency_per_replica = list<double>("--tune-concurrency", *v, 0.01, 1e6);
+  if (auto v = get("--tune-stable-window")) a.grid.stable_window_s = list<double>("--tune-stable-window", *v, 1, 86400);
+  if (auto v = get("--tune-scale-down")) a.grid.scale_down_stabilization_s = list<double>("--tune-scale-down", *v, 0, 86400);
+  if (auto v = get("--tune-warm-pool")) a.grid.warm_pool_size = list<int>("--tune-warm-pool", *v, 0, 1000);
+  a.json = get("--json").has_value();
+  a.baselines = get("--baselines").has_value();
+  a.tune = get("--tune").has_value();
+  if (get("--progress")) a.progress = ProgressMode::kOn;
+  if (get("--no-progress")) a.progress = ProgressMode::kOff;
+  try {
+    validate(o);
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what());
+  }
+  return a;
+}
+
+}  // namespace tidegate::replay

@@ -1,0 +1,181 @@
+#include "tidegate/replay/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "tidegate/common/config_error.h"
+
+namespace tidegate::replay {
+namespace {
+
+void parse_profile(const YAML::Node& n, const std::string& path, ReplicaProfile& p) {
+  if (!n) return;
+  yaml_reject_unknown(n, path,
+                      {"name", "cold_start", "warm_promotion", "usd_per_gpu_hour", "gpus_per_replica",
+                       "slots_per_replica", "capacity_per_replica", "max_batch", "prefill_tokens_per_s", "decode_base", "decode_per_seq",
+                       "kv_capacity_tokens"});
+  p.name = yaml_string(n, "name", path, p.name);
+  p.cold_start_s = yaml_seconds(n, "cold_start", path, p.cold_start_s);
+  p.warm_promotion_s = yaml_seconds(n, "warm_promotion", path, p.warm_promotion_s);
+  p.usd_per_gpu_hour = yaml_double(n, "usd_per_gpu_hour", path, p.usd_per_gpu_hour, 0.0, 1000.0);
+  p.gpus_per_replica = static_cast<int>(yaml_int(n, "gpus_per_replica", path, p.gpus_per_replica, 1, 64));
+  p.slots_per_replica = static_cast<int>(yaml_int(n, "slots_per_replica", path, p.slots_per_replica, 1, 100000));
+  p.capacity_per_replica = yaml_double(n, "capacity_per_replica", path, p.capacity_per_replica, 0.01, 1e6);
+  auto& t = p.timing;
+  t.max_batch = static_cast<int>(yaml_int(n, "max_batch", path, t.max_batch, 1, 100000));
+  t.prefill_tokens_per_s = yaml_double(n, "prefill_tokens_per_s", path, t.prefill_tokens_per_s, 1.0, 1e9);
+  t.decode_base_s = yaml_seconds(n, "decode_base", path, t.decode_base_s);
+  t.decode_per_seq_s = yaml_seconds(n, "decode_per_seq", path, t.decode_per_seq_s);
+  t.kv_capacity_tokens = yaml_int(n, "kv_capacity_tokens", path, t.kv_capacity_tokens, 1, 1'000'000'000);
+  if (!(t.decode_base_s > 0) || t.decode_base_s > 10)
+    throw ConfigError(path_join(path, "decode_base"), yaml_line(n), "must be in (0, 10] seconds");
+}
+
+void parse_replay(const YAML::Node& n, ReplayConfig& c) {
+  const std::string path = "replay";
+  yaml_reject_unknown(n, path,
+                      {"profile", "slo", "replicas", "warmup", "warm_pool_size", "comparison_warm_pool", "hpa", "kpa"});
+  c.options.warmup_s = yaml_seconds(n, "warmup", path, c.options.warmup_s);
+  parse_profile(n["profile"], "replay.profile", c.options.profile);
+  if (const auto s = n["slo"]) {
+    yaml_reject_unknown(s, "replay.slo", {"ttft", "e2e", "attainment"});
+    c.options.slo.ttft_s = yaml_seconds(s, "ttft", "replay.slo", c.options.slo.ttft_s);
+    c.options.slo.e2e_s = yaml_seconds(s, "e2e", "replay.slo", c.options.slo.e2e_s);
+    c.options.slo.attainment = yaml_double(s, "attainment", "replay.slo", c.options.slo.attainment, 0.0, 1.0);
+  }
+  if (const auto r = n["replicas"]) {
+    yaml_reject_unknown(r, "replay.replicas", {"min", "max", "initial"});
+    c.options.replicas_min = static_cast<int>(yaml_int(r, "min", "replay.replicas", c.options.replicas_min, 1, 10000));
+    c.options.replicas_max = static_cast<int>(yaml_int(r, "max", "replay.replicas", c.options.replicas_max, 1, 10000));
+    if (r["initial"] && r["initial"].IsScalar() && r["initial"].Scalar() == "auto")
+      c.options.initial_active = 0;
+    else
+      c.options.initial_active =
+          static_cast<int>(yaml_int(r, "initial", "replay.replicas", c.options.initial_active, 0, 10000));
+  }
+  c.tidegate.warm_pool_size =
+      static_cast<int>(yaml_int(n, "warm_pool_size", path, c.tidegate.warm_pool_size, 0, 1000));
+  c.comparison_warm_pool = static_cast<int>(yaml_int(n, "comparison_warm_pool", path, c.comparison_warm_pool, 0, 1000));
+  if (const auto h = n["hpa"]) {
+    const std::string p = "replay.hpa";
+    yaml_reject_unknown(h, p, {"target_utilization", "sync_period", "tolerance", "scale_down_stabilization"});
+    c.hpa.target_utilization = yaml_double(h, "target_utilization", p, c.hpa.target_utilization, 0.01, 10.0);
+    c.hpa.sync_period_s = yaml_seconds(h, "sync_period", p, c.hpa.sync_period_s);
+    c.hpa.tolerance = yaml_double(h, "tolerance", p, c.hpa.tolerance, 0.0, 0.99);
+    c.hpa.scale_down_stabilization_s = yaml_seconds(h, "scale_down_stabilization", p, c.hpa.scale_down_stabilization_s);
+  }
+  if (const auto k = n["kpa"]) {
+    const std::string p = "replay.kpa";
+    yaml_reject_unknown(k, p, {"target_concurrency", "target_utilization", "stable_window", "panic_window",
+                               "panic_threshold"});
+    c.kpa.target_concurrency = yaml_double(k, "target_concurrency", p, c.kpa.target_concurrency, 0.0, 1e6);
+    c.kpa.target_utilization = yaml_double(k, "target_utilization", p, c.kpa.target_utilization, 0.01, 1.0);
+    c.kpa.stable_window_s = yaml_seconds(k, "stable_window", p, c.kpa.stable_window_s);
+    c.kpa.panic_window_s = yaml_seconds(k, "panic_window", p, c.kpa.panic_window_s);
+    c.kpa.panic_threshold = yaml_double(k, "panic_threshold", p, c.kpa.panic_threshold, 1.0, 100.0);
+  }
+}
+
+std::optional<double> optional_target(const YAML::Node& n, const std::string& key, const std::string& path,
+                                      std::optional<double> current) {
+  const auto v = n[key];
+  if (!v) return current;
+  if (v.IsNull()) return std::nullopt;  // `key: ~` switches a default signal off
+  return yaml_double(n, key, path, std::nullopt, 1e-9);
+}
+
+// The scaler's policy keys (scaler::PolicyConfig; names as the scaler's validate() reports them).
+void parse_policy(const YAML::Node& n, scaler::PolicyConfig& c) {
+  const std::string path = "policy";
+  yaml_reject_unknown(n, path, {"targets", "stable_window", "panic_window", "panic_threshold",
+                                "scale_down_stabilization", "tolerance", "scale_up", "scale_down"});
+  if (const auto t = n["targets"]) {
+    const std::string p = "policy.targets";
+    yaml_reject_unknown(t, p, {"concurrency_per_replica", "queue_per_replica", "gpu_util", "kv_usage"});
+    c.targets.concurrency_per_replica = optional_target(t, "concurrency_per_replica", p, c.targets.concurrency_per_replica);
+    c.targets.queue_per_replica = optional_target(t, "queue_per_replica", p, c.targets.queue_per_replica);
+    c.targets.gpu_util = optional_target(t, "gpu_util", p, c.targets.gpu_util);
+    c.targets.kv_usage = optional_target(t, "kv_usage", p, c.targets.kv_usage);
+  }
+  c.stable_window_s = yaml_seconds(n, "stable_window", path, c.stable_window_s);
+  c.panic_window_s = yaml_seconds(n, "panic_window", path, c.panic_window_s);
+  c.panic_threshold = yaml_double(n, "panic_threshold", path, c.panic_threshold);
+  c.scale_down_stabilization_s = yaml_seconds(n, "scale_down_stabilization", path, c.scale_down_stabilization_s);
+  c.tolerance = yaml_double(n, "tolerance", path, c.tolerance);
+  if (const auto u = n["scale_up"]) {
+    yaml_reject_unknown(u, "policy.scale_up", {"max_rate", "max_step"});
+    c.scale_up_max_rate = yaml_double(u, "max_rate", "policy.scale_up", c.scale_up_max_rate);
+    c.scale_up_max_step = static_cast<int>(yaml_int(u, "max_step", "policy.scale_up", c.scale_up_max_step, 0));
+  }
+  if (const auto d = n["scale_down"]) {
+    yaml_reject_unknown(d, "policy.scale_down", {"max_rate", "max_step"});
+    c.scale_down_max_rate = yaml_double(d, "max_rate", "policy.scale_down", c.scale_down_max_rate);
+    c.scale_down_max_step = static_cast<int>(yaml_int(d, "max_step", "policy.scale_down", c.scale_down_max_step, 0));
+  }
+  try {
+    scaler::validate(c);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("policy", yaml_line(n), e.what());
+  }
+}
+
+}  // namespace
+
+ReplayConfig default_config() {
+  ReplayConfig c;
+  c.tidegate.policy.min_replicas = c.options.replicas_min;
+  c.tidegate.policy.max_replicas = c.options.replicas_max;
+  return c;
+}
+
+ReplayConfig load_config_text(const std::string& yaml, ReplayConfig c) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError("", e.mark.line + 1, std::string("YAML syntax: ") + e.msg);
+  }
+  if (!root || root.IsNull()) return c;
+  if (!root.IsMap()) throw ConfigError("", yaml_line(root), "expected a mapping with replay: and policy:");
+  yaml_reject_unknown(root, "", {"replay", "policy"});
+  if (root["replay"]) parse_replay(root["replay"], c);
+  c.tidegate.policy.min_replicas = c.options.replicas_min;
+  c.tidegate.policy.max_replicas = c.options.replicas_max;
+  if (root["policy"]) parse_policy(root["policy"], c.tidegate.policy);
+  return c;
+}
+
+ReplayConfig load_config_file(const std::string& path, ReplayConfig base) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("", 0, "cannot open config file " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return load_config_text(buf.str(), std::move(base));
+}
+
+std::string policy_yaml(const TidegatePolicyConfig& c) {
+  std::ostringstream o;
+  auto target = [&](const char* key, const std::optional<double>& v) {
+    o << "    " << key << ": ";
+    if (v) o << *v; else o << "~";
+    o << "\n";
+  };
+  const auto& p = c.policy;
+  o << "policy:\n  targets:\n";
+  target("concurrency_per_replica", p.targets.concurrency_per_replica);
+  target("queue_per_replica", p.targets.queue_per_replica);
+  target("gpu_util", p.targets.gpu_util);
+  target("kv_usage", p.targets.kv_usage);
+  o << "  stable_window: " << p.stable_window_s << "s\n";
+  o << "  panic_window: " << p.panic_window_s << "s\n";
+  o << "  panic_threshold: " << p.panic_threshold << "\n";
+  o << "  scale_down_stabilization: " << p.scale_down_stabilization_s << "s\n";
+  o << "  tolerance: " << p.tolerance << "\n";
+  o << "replay:\n  warm_pool_size: " << c.warm_pool_size << "\n";
+  return o.str();
+}
+
+}  // namespace tidegate::replay

@@ -1,0 +1,167 @@
+#include "fleet.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace tidegate::replay::detail {
+
+Fleet::Fleet(const ReplayOptions& options) : opt_(options), params_(options.profile.timing) {
+  params_.startup_s = options.profile.cold_start_s;  // the sim's own model-load phase
+  params_.emit_token_events = false;                // a replay needs first token and finish only
+}
+
+void Fleet::set_state(Replica& r, StateIndex s, double t) {
+  gpu_seconds_[r.state] += (t - r.state_since) * opt_.profile.gpus_per_replica;
+  r.state = s;
+  r.state_since = t;
+}
+
+Replica& Fleet::start_cold(double t, bool for_warm) {
+  auto r = std::make_unique<Replica>();
+  r->id = next_id_++;
+  r->state = kStarting;
+  r->for_warm = for_warm;
+  r->state_since = t;
+  r->engine = std::make_unique<sim::TimingModel>(params_, t);
+  r->ready_at = r->engine->ready_at();
+  replicas_.push_back(std::move(r));
+  ++scale_events_;
+  max_replicas_ = std::max(max_replicas_, static_cast<int>(replicas_.size()));
+  return *replicas_.back();
+}
+
+void Fleet::add_ready(int n, double t) {
+  for (int i = 0; i < n; ++i) {
+    auto r = std::make_unique<Replica>();
+    r->id = next_id_++;
+    r->state = kActive;
+    r->state_since = t;
+    // Loading began a cold start earlier, so the engine is ready exactly at t.
+    r->engine = std::make_unique<sim::TimingModel>(params_, t - params_.startup_s);
+    r->ready_at = t;
+    replicas_.push_back(std::move(r));
+  }
+  max_replicas_ = std::max(max_replicas_, static_cast<int>(replicas_.size()));
+}
+
+void Fleet::stop(std::size_t index, double t) {
+  set_state(*replicas_[index], replicas_[index]->state, t);  // bill up to t
+  replicas_.erase(replicas_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+int Fleet::count(StateIndex s) const {
+  return static_cast<int>(std::count_if(replicas_.begin(), replicas_.end(), [s](const auto& r) { return r->state == s; }));
+}
+
+int Fleet::starting_for_active() const {
+  return static_cast<int>(std::count_if(replicas_.begin(), replicas_.end(),
+                                        [](const auto& r) { return r->state == kStarting && !r->for_warm; }));
+}
+
+int Fleet::promoting() const {
+  return static_cast<int>(std::count_if(replicas_.begin(), replicas_.end(), [](const auto& r) { return r->promoting; }));
+}
+
+void Fleet::complete_transitions(double t) {
+  for (auto& r : replicas_) {
+    if (r->state != kStarting || r->ready_at > t) continue;
+    r->promoting = false;
+    set_state(*r, r->for_warm ? kWarm : kActive, r->ready_at);
+  }
+}
+
+double Fleet::next_transition() const {
+  double next = std::numeric_limits<double>::infinity();
+  for (const auto& r : replicas_)
+    if (r->state == kStarting) next = std::min(next, r->ready_at);
+  return next;
+}
+
+void Fleet::retire_idle_draining(double t) {
+  for (std::size_t i = replicas_.size(); i-- > 0;)
+    if (replicas_[i]->state == kDraining && replicas_[i]->in_flight == 0) stop(i, t);
+}
+
+void Fleet::apply(ScaleTarget target, double t) {
+  const int want_active = std::clamp(target.active, opt_.replicas_min, opt_.replicas_max);
+  const int want_warm = std::clamp(target.warm, 0, opt_.replicas_max - want_active);
+
+  int active_bound = count(kActive) + starting_for_active();
+  // Scale up: promote warm replicas first (seconds), then redirect warm-bound cold starts,
+  // then cold-start the rest.
+  for (auto& r : replicas_) {
+    if (active_bound >= want_active) break;
+    if (r->state == kWarm) {
+      set_state(*r, kStarting, t);
+      r->promoting = true;
+      r->ready_at = t + opt_.profile.warm_promotion_s;
+      ++scale_events_;
+      ++active_bound;
+    }
+  }
+  for (auto& r : replicas_) {
+    if (active_bound >= want_active) break;
+    if (r->state == kStarting && r->for_warm) {
+      r->for_warm = false;
+      ++active_bound;
+    }
+  }
+  while (active_bound < want_active) {
+    start_cold(t, false);
+    ++active_bound;
+  }
+
+  // Scale down: cold starts still loading become warm-pool members (or are cancelled), then
+  // the least-loaded active replicas drain.
+  int warm_bound = count(kWarm) + static_cast<int>(std::count_if(replicas_.begin(), replicas_.end(), [](const auto& r) {
+                     return r->state == kStarting && r->for_warm;
+                   }));
+  for (std::size_t i = replicas_.size(); i-- > 0 && active_bound > want_active;) {
+    auto& r = *replicas_[i];
+    if (r.state != kStarting || r.for_warm || r.promoting) continue;
+    --active_bound;
+    if (warm_bound < want_warm) {
+      r.for_warm = true;
+      ++warm_bound;
+    } else {
+      stop(i, t);
+      ++scale_events_;
+    }
+  }
+  while (active_bound > want_active) {
+    Replica* victim = nullptr;
+    for (auto& r : replicas_)
+      if (r->state == kActive && (!victim || r->in_flight < victim->in_flight)) victim = r.get();
+    if (!victim) break;  // only promotions left; they complete and are trimmed next time
+    set_state(*victim, kDraining, t);
+    ++scale_events_;
+    --active_bound;
+  }
+
+  // Warm pool: idle warm replicas stop before loading ones are cancelled.
+  while (warm_bound < want_warm) {
+    start_cold(t, true);
+    ++warm_bound;
+  }
+  for (std::size_t i = replicas_.size(); i-- > 0 && warm_bound > want_warm;) {
+    if (replicas_[i]->state == kWarm) {
+      stop(i, t);
+      ++scale_events_;
+      --warm_bound;
+    }
+  }
+  for (std::size_t i = replicas_.size(); i-- > 0 && warm_bound > want_warm;) {
+    if (replicas_[i]->state == kStarting && replicas_[i]->for_warm) {
+      stop(i, t);
+      ++scale_events_;
+      --warm_bound;
+    }
+  }
+  retire_idle_draining(t);
+}
+
+void Fleet::close(double t) {
+  for (std::size_t i = replicas_.size(); i-- > 0;) stop(i, t);
+}
+
+}  // namespace tidegate::replay::detail

@@ -1,0 +1,63 @@
+#pragma once
+// The replay's actuator: replicas and their lifecycle (starting -> warm|active -> draining ->
+// stopped), GPU-time accounting by state, and the translation of a ScaleTarget into actions.
+// Every policy goes through the same actuator, so they differ only in what they ask for.
+#include <memory>
+#include <vector>
+
+#include "tidegate/replay/policy.h"
+#include "tidegate/replay/replay.h"
+#include "tidegate/sim/timing_model.h"
+
+namespace tidegate::replay::detail {
+
+struct Replica {
+  int id = 0;
+  StateIndex state = kStarting;
+  bool for_warm = false;   // a cold start that lands in the warm pool
+  bool promoting = false;  // warm -> active in progress (billed as starting)
+  double ready_at = 0;
+  double state_since = 0;
+  int in_flight = 0;
+  std::unique_ptr<sim::TimingModel> engine;
+};
+
+class Fleet final {
+ public:
+  explicit Fleet(const ReplayOptions& options);
+
+  // Replicas that are active and loaded at t (the fleet before the trace starts).
+  void add_ready(int n, double t);
+  void apply(ScaleTarget target, double t);
+  // Completes cold starts and promotions due by t.
+  void complete_transitions(double t);
+  double next_transition() const;
+  // A draining replica with nothing in flight stops.
+  void retire_idle_draining(double t);
+  // Closes the books at t (all replicas stop).
+  void close(double t);
+
+  std::vector<std::unique_ptr<Replica>>& replicas() { return replicas_; }
+  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  int count(StateIndex s) const;
+  int starting_for_active() const;
+  int promoting() const;
+  std::size_t scale_events() const { return scale_events_; }
+  int max_replicas() const { return max_replicas_; }
+  const std::array<double, kStateCount>& gpu_seconds() const { return gpu_seconds_; }
+
+ private:
+  Replica& start_cold(double t, bool for_warm);
+  void set_state(Replica& r, StateIndex s, double t);
+  void stop(std::size_t index, double t);
+
+  const ReplayOptions& opt_;
+  sim::TimingParams params_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::array<double, kStateCount> gpu_seconds_{};
+  std::size_t scale_events_ = 0;
+  int next_id_ = 0;
+  int max_replicas_ = 0;
+};
+
+}  // namespace tidegate::replay::detail

@@ -1,0 +1,183 @@
+#include <gtest/gtest.h>
+
+#include "synthetic.h"
+#include "tidegate/common/config_error.h"
+#include "tidegate/replay/baselines.h"
+#include "tidegate/replay/cli.h"
+#include "tidegate/replay/suite.h"
+
+namespace tidegate::replay {
+namespace {
+
+ClusterObservation obs(double t, int active, std::size_t in_flight, std::size_t queue = 0, double period = 1) {
+  ClusterObservation o;
+  o.t = t;
+  o.period_s = period;
+  o.active = active;
+  o.in_flight = in_flight;
+  o.queue_depth = queue;
+  o.slots_per_replica = 10;
+  o.capacity_per_replica = 10;
+  return o;
+}
+
+TEST(Hpa, HandComputedDecisions) {
+  HpaPolicy hpa(HpaConfig{});
+  // 4 replicas x 10 slots, 42 in flight: utilisation 1.05 against 0.7 -> ceil(4 * 1.5) = 6.
+  hpa.observe(obs(15, 4, 42, 0, 15));
+  EXPECT_EQ(hpa.decide(obs(15, 4, 42)).active, 6);
+  // 29 in flight on 4: 0.725 / 0.7 = 1.036, inside the 10 % tolerance -> hold.
+  hpa.observe(obs(30, 4, 29, 0, 15));
+  EXPECT_EQ(hpa.decide(obs(30, 4, 29)).active, 4);
+  // Idle on 6: raw recommendation 1, but the 6 from t=15 is inside the 300 s window.
+  hpa.observe(obs(45, 6, 0, 0, 15));
+  EXPECT_EQ(hpa.decide(obs(45, 6, 0)).active, 6);
+  // Once t=15 and t=30 leave the window, the highest recommendation left is 1.
+  hpa.observe(obs(331, 6, 0, 0, 15));
+  EXPECT_EQ(hpa.decide(obs(331, 6, 0)).active, 1);
+}
+
+TEST(Hpa, ScaleUpIsLimitedToDoubleOrFourPods) {
+  HpaPolicy hpa(HpaConfig{});
+  // 1 replica, 100 in flight: utilisation 10 -> ceil(1 * 14.3) = 15, limited to max(1+4, 2) = 5.
+  hpa.observe(obs(15, 1, 100, 0, 15));
+  EXPECT_EQ(hpa.decide(obs(15, 1, 100)).active, 5);
+}
+
+TEST(Kpa, StablePanicAndScaleDownRate) {
+  KpaConfig cfg;
+  cfg.target_concurrency = 10;  // 7 per replica at 70 %
+  KpaPolicy kpa(cfg);
+  double t = 0;
+  ScaleTarget d;
+  for (int i = 0; i < 60; ++i) {
+    kpa.observe(obs(++t, 10, 70));
+    d = kpa.decide(obs(t, 10, 70));
+  }
+  EXPECT_EQ(d.active, 10);  // 70 / 7
+  EXPECT_FALSE(kpa.in_panic());
+  // A burst: 6 s at 280 -> panic window wants 40 = 4x the 10 ready (>= 200 %): panic.
+  for (int i = 0; i < 6; ++i) {
+    kpa.observe(obs(++t, 10, 200, 80));
+    d = kpa.decide(obs(t, 10, 200, 80));
+  }
+  EXPECT_TRUE(kpa.in_panic());
+  EXPECT_EQ(d.active, 40);
+  // Demand vanishes: panic holds 40 (never scales down) until a stable window passes.
+  for (int i = 0; i < 30; ++i) {
+    kpa.observe(obs(++t, 40, 0));
+    d = kpa.decide(obs(t, 40, 0));
+  }
+  EXPECT_TRUE(kpa.in_panic());
+  EXPECT_EQ(d.active, 40);
+  for (int i = 0; i < 40; ++i) {
+    kpa.observe(obs(++t, 40, 0));
+    d = kpa.decide(obs(t, 40, 0));
+  }
+  EXPECT_FALSE(kpa.in_panic());
+  EXPECT_EQ(d.active, 20);  // max scale-down rate 2: at most halve per decision
+}
+
+TEST(Pareto, KeepsOnlyNonDominated) {
+  const std::vector<std::pair<double, double>> pts{{1, 0.9}, {2, 0.95}, {2, 0.8}, {3, 0.95}, {0.5, 0.5}};
+  EXPECT_EQ(pareto_frontier(pts), (std::vector<std::size_t>{4, 0, 1}));
+}
+
+TEST(Tuner, FrontierIsNonDominatedAndSloPickIsCheapest) {
+  const auto trace = testing::synthetic_trace(500, 4, 800, 60);
+  ReplayConfig cfg = default_config();
+  cfg.options.profile.cold_start_s = 30;
+  cfg.options.replicas_max = 8;
+  cfg.tidegate.policy.max_replicas = 8;
+  cfg.options.slo.attainment = 0.9;
+  TunerGrid grid;
+  grid.concurrency_per_replica = {4, 16, 64};
+  grid.stable_window_s = {60};
+  grid.scale_down_stabilization_s = {60};
+  grid.warm_pool_size = {0, 1};
+  const auto r = tune(trace, cfg, grid, 2);
+  ASSERT_EQ(r.all.size(), 6u);
+  ASSERT_FALSE(r.frontier.empty());
+  for (const auto& f : r.frontier)
+    for (const auto& p : r.all) {
+      const bool dominates = p.summary.gpu_hours <= f.summary.gpu_hours &&
+                             p.summary.ttft_slo_attainment >= f.summary.ttft_slo_attainment &&
+                             (p.summary.gpu_hours < f.summary.gpu_hours ||
+                              p.summary.ttft_slo_attainment > f.summary.ttft_slo_attainment);
+      EXPECT_FALSE(dominates);
+    }
+  if (r.cheapest_meeting_slo >= 0) {
+    const auto& best = r.frontier[static_cast<std::size_t>(r.cheapest_meeting_slo)].summary;
+    for (const auto& p : r.all)
+      if (p.summary.meets_slo(cfg.options.slo)) {
+        EXPECT_GE(p.summary.gpu_hours, best.gpu_hours - 1e-12);
+      }
+  }
+  // The printed snippet is a config the tool reads back to the same setting.
+  const auto& any = r.frontier.front().config;
+  const auto back = load_config_text(policy_yaml(any), default_config());
+  EXPECT_EQ(back.tidegate.policy.targets.concurrency_per_replica, any.policy.targets.concurrency_per_replica);
+  EXPECT_EQ(back.tidegate.warm_pool_size, any.warm_pool_size);
+}
+
+TEST(StaticSearch, FindsTheSmallestFleetThatMeetsTheSlo) {
+  const auto trace = testing::synthetic_trace(400, 12, 1500, 80);
+  ReplayOptions o = default_config().options;
+  o.replicas_max = 12;
+  const auto r = cheapest_static(trace, o);
+  ASSERT_TRUE(r.found);
+  EXPECT_TRUE(r.summary.meets_slo(o.slo));
+  EXPECT_GT(r.replicas, 1);  // 18k prompt tokens/s is beyond one replica's 8k/s prefill
+  bool tried_smaller = false;
+  for (const auto& s : r.tried)
+    if (s.policy == "static-" + std::to_string(r.replicas - 1)) {
+      tried_smaller = true;
+      EXPECT_FALSE(s.meets_slo(o.slo));
+    }
+  EXPECT_TRUE(tried_smaller);
+}
+
+TEST(Config, UnknownKeysAndBadValuesNameTheLine) {
+  try {
+    load_config_text("replay:\n  slo:\n    ttft: 1s\n    ttfx: 2s\n", default_config());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.line(), 4) << e.what();
+  }
+  EXPECT_THROW(load_config_text("policy:\n  panic_threshold: 0.5\n", default_config()), ConfigError);
+  const auto c = load_config_text(
+      "replay:\n  profile:\n    cold_start: 2m\n  replicas: {min: 2, max: 9}\npolicy:\n  targets:\n"
+      "    concurrency_per_replica: 24\n    kv_usage: 0.8\n",
+      default_config());
+  EXPECT_DOUBLE_EQ(c.options.profile.cold_start_s, 120);
+  EXPECT_EQ(c.tidegate.policy.max_replicas, 9);
+  EXPECT_EQ(c.tidegate.policy.targets.concurrency_per_replica, 24.0);
+  EXPECT_EQ(c.tidegate.policy.targets.kv_usage, 0.8);
+}
+
+TEST(Cli, RejectsAbsurdParametersWithAMessage) {
+  auto parse = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "tidegate-replay");
+    return parse_cli(static_cast<int>(args.size()), args.data());
+  };
+  EXPECT_THROW(parse({}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--replicas-min", "0"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--replicas-min", "5", "--replicas-max", "2"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--load-factor", "-1"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--slo-ttft-ms", "abc"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--bogus"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--on-bad-row", "ignore"}), CliError);
+  try {
+    parse({"--trace", "x", "--replicas-max", "1000000"});
+    FAIL();
+  } catch (const CliError& e) {
+    EXPECT_NE(std::string(e.what()).find("--replicas-max"), std::string::npos);
+  }
+  const auto a = parse({"--trace", "t.csv", "--slo-ttft-ms=1500", "--json", "--replicas-max", "7"});
+  EXPECT_DOUBLE_EQ(a.config.options.slo.ttft_s, 1.5);
+  EXPECT_EQ(a.config.tidegate.policy.max_replicas, 7);
+  EXPECT_TRUE(a.json);
+}
+
+}  // namespace
+}  // namespace tidegate::replay
