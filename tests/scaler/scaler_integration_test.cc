@@ -131,7 +131,7 @@ struct ScalerIntegration : ::testing::Test {
          "    lifecycle: {warm_pool_size: "
       << warm_pool << ", startup_timeout: " << startup_timeout_s
       << "s}\n"
-         "    signals: {engine_metrics: false, nvml: false}\n"
+         "    signals: {engine_metrics: true, nvml: false}\n"
          "    policy:\n"
          "      min_replicas: 1\n"
          "      max_replicas: 4\n"
@@ -206,6 +206,11 @@ TEST_F(ScalerIntegration, WarmPoolRisesWithinTwoSecondsThenReturnsToMin) {
   }
   const auto state = scaler->admin_state();
   EXPECT_EQ(state.at("pools").as_array()[0].at("actuator").as_string(), "process");
+  // The simulator's vLLM metric names are all understood: nothing reported missing.
+  EXPECT_TRUE(state.at("pools").as_array()[0].at("missing_signals").as_array().empty())
+      << json::serialize(state.at("pools").as_array()[0].at("missing_signals"));
+  const auto& last = state.at("pools").as_array()[0].at("decisions").as_array().at(0);
+  EXPECT_DOUBLE_EQ(last.at("inputs").at("kv_usage").as_double(), 0.0) << "scraped from the replica";
   scaler->stop();
 }
 
