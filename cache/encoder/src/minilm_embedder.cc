@@ -11,7 +11,7 @@ namespace {
 class MiniLMEmbedder final : public Embedder {
  public:
   MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, std::size_t max_seq)
-      : model_(std::move(model)), max_seq_(max_seq) {}
+      : model_(std::move(model)), packed_(pack_minilm(model_->weights())), max_seq_(max_seq) {}
 
   std::size_t dim() const override { return model_->weights().config.hidden; }
   std::string name() const override { return "minilm"; }
@@ -25,11 +25,12 @@ class MiniLMEmbedder final : public Embedder {
     std::vector<std::vector<std::int32_t>> ids;
     ids.reserve(texts.size());
     for (const auto& text : texts) ids.push_back(model_->tokenizer().encode(text, max_seq_));
-    return minilm_forward_checked(model_->weights(), ids, check);
+    return minilm_forward_checked(model_->weights(), &packed_, ids, check);
   }
 
  private:
   std::shared_ptr<const MiniLMModel> model_;
+  const std::vector<PackedMiniLMLayer> packed_;  // ~43 MB for MiniLM-L6; read-only, shared by all calls
   std::size_t max_seq_;
 };
 

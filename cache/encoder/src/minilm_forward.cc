@@ -33,7 +33,14 @@ void layer_norm(float* x, std::size_t rows, std::size_t dim, const float* gamma,
 }
 
 // out[rows, n] = in[rows, k] * W[n, k]^T + b (bias is written first, then accumulated into).
-void linear(const float* in, std::size_t rows, std::size_t k, const float* w, const float* b, std::size_t n, float* out) {
+void linear(const float* in, std::size_t rows, std::size_t k, const float* w, const float* b, std::size_t n, float* out,
+            const PackedLinear* packed) {
+  // Measured on MiniLM-L6: the packed kernel beats sgemm from 1 to 400+ tokens, because
+  // sgemm repacks the weights every call; sgemm stays for callers without packed weights.
+  if (packed != nullptr) {
+    packed->apply(in, rows, b, out);
+    return;
+  }
   for (std::size_t r = 0; r < rows; ++r) std::copy(b, b + n, out + r * n);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n),
               static_cast<int>(k), 1.f, in, static_cast<int>(k), w, static_cast<int>(k), 1.f, out,
@@ -90,11 +97,23 @@ float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f
 
 }  // namespace
 
-std::vector<float> minilm_forward(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids) {
-  return minilm_forward_checked(w, ids, nullptr);
+std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w) {
+  const std::size_t H = w.config.hidden, I = w.config.intermediate;
+  std::vector<PackedMiniLMLayer> layers;
+  layers.reserve(w.layers.size());
+  for (const auto& l : w.layers) {
+    layers.push_back(PackedMiniLMLayer{PackedLinear(l.qkv_weight, 3 * H, H), PackedLinear(l.attn_out_weight, H, H),
+                                       PackedLinear(l.ffn_in_weight, I, H), PackedLinear(l.ffn_out_weight, H, I)});
+  }
+  return layers;
 }
 
-std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids,
+std::vector<float> minilm_forward(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids) {
+  return minilm_forward_checked(w, nullptr, ids, nullptr);
+}
+
+std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
+                                          const std::vector<std::vector<std::int32_t>>& ids,
                                           const std::function<void()>& checkpoint) {
   const MiniLMConfig& c = w.config;
   const std::size_t H = c.hidden, I = c.intermediate, heads = c.heads, dh = H / heads;
@@ -132,9 +151,11 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
   layer_norm(x, T, H, w.embed_ln_gamma, w.embed_ln_beta, c.layer_norm_eps);
 
   const float scale = 1.f / std::sqrt(static_cast<float>(dh));
-  for (const MiniLMLayerWeights& lw : w.layers) {
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    const MiniLMLayerWeights& lw = w.layers[l];
+    const PackedMiniLMLayer* pl = packed ? &(*packed)[l] : nullptr;
     if (checkpoint) checkpoint();
-    linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv);
+    linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv, pl ? &pl->qkv : nullptr);
     for (std::size_t b = 0; b < ids.size(); ++b) {
       const std::size_t n = offsets[b + 1] - offsets[b];
       const float* base = qkv + offsets[b] * 3 * H;
@@ -143,13 +164,13 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
                ctx + offsets[b] * H + h * dh, H);
       }
     }
-    linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp);
+    linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp, pl ? &pl->attn_out : nullptr);
     for (std::size_t i = 0; i < T * H; ++i) x[i] += tmp[i];
     layer_norm(x, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
 
-    linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp);
+    linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr);
     for (std::size_t i = 0; i < T * I; ++i) tmp[i] = gelu(tmp[i]);
-    linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx);
+    linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr);
     for (std::size_t i = 0; i < T * H; ++i) x[i] += ctx[i];
     layer_norm(x, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
   }

@@ -1,13 +1,24 @@
 #pragma once
 // Shared between the encoder's translation units; not part of the public API.
 #include <functional>
+#include <vector>
+
+#include "packed_linear.h"
 
 #include "tidegate/cache/minilm.h"
 
 namespace tidegate::cache {
 
-// minilm_forward with a hook called before each layer (the embedder checks its deadline there).
-std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<std::vector<std::int32_t>>& ids,
+// The CPU embedder's private copy of the dense weights, packed for few-row products.
+struct PackedMiniLMLayer {
+  PackedLinear qkv, attn_out, ffn_in, ffn_out;
+};
+std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w);
+
+// minilm_forward with packed weights (null: OpenBLAS sgemm for every dense layer) and a hook called before each
+// layer (the embedder checks its deadline there).
+std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
+                                          const std::vector<std::vector<std::int32_t>>& ids,
                                           const std::function<void()>& checkpoint);
 
 // Scales v to unit length; an all-zero vector stays zero and the result is false.

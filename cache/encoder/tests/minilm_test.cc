@@ -76,6 +76,20 @@ TEST_F(MiniLM, BatchingDoesNotChangeAnyRow) {
   EXPECT_TRUE(embedder->embed({}, deadline).empty());
 }
 
+TEST_F(MiniLM, PackedKernelsAgreeWithOpenBlasPath) {
+  // minilm_forward uses OpenBLAS sgemm for every dense layer; the embedder uses packed kernels.
+  auto embedder = make_minilm_embedder(model_);
+  const auto texts = reference_texts();
+  std::vector<std::vector<std::int32_t>> ids;
+  for (const auto& t : texts) ids.push_back(model_->tokenizer().encode(t, 256));
+  const auto blas = minilm_forward(model_->weights(), ids);
+  const auto packed = embedder->embed(texts, Clock::now() + std::chrono::minutes(5));
+  ASSERT_EQ(blas.size(), packed.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_GT(cosine(blas.data() + i * 384, packed.data() + i * 384, 384), 0.99999) << texts[i];
+  }
+}
+
 TEST_F(MiniLM, RowsAreUnitLength) {
   auto embedder = make_minilm_embedder(model_);
   const auto v = embedder->embed({"a", std::string(5000, '?'), "\xff\xfe"}, Clock::now() + std::chrono::minutes(1));
