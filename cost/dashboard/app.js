@@ -29,7 +29,7 @@
     if (v === null || v === undefined || !isFinite(v)) return "–";
     if (unit === "usd" || unit === "$/h") {
       var a = Math.abs(v);
-      var s = a >= 100 ? v.toFixed(0) : a >= 1 ? v.toFixed(2) : a >= 0.01 ? v.toFixed(3) : v.toPrecision(2);
+      var s = v === 0 ? "0" : a >= 100 ? v.toFixed(0) : a >= 1 ? v.toFixed(2) : a >= 0.01 ? v.toFixed(3) : v.toPrecision(2);
       return "$" + s + (unit === "$/h" ? "/h" : "");
     }
     if (unit === "pct" || unit === "ratio") return (v * 100).toFixed(unit === "pct" ? 1 : 0) + "%";

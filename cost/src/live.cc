@@ -48,7 +48,7 @@ void LiveSeries::set(double t, const std::string& series, const std::string& lin
 }
 
 boost::json::object LiveSeries::rate_lines(const std::string& series, double now, double scale) const {
-  const auto last = index(now);
+  const auto last = index(now) - 1;  // the current slot is still filling: its rate would dip
   const auto first = last - static_cast<std::int64_t>(ring_.size()) + 1;
   std::set<std::string> names;
   for (auto i = first; i <= last; ++i)

@@ -95,6 +95,24 @@ TEST_F(Attribution, SilentRequestUsesModelRateOnceKnown) {
   expect_conserved();
 }
 
+TEST_F(Attribution, DrainingTimeBelongsToTheRequestsStillRunning) {
+  acc->replica_state("r1", "llama", "half", ReplicaState::kActive, 0);
+  const auto h = acc->request_started(a, "r1", 0);
+  acc->replica_state("r1", "llama", "half", ReplicaState::kDraining, 4);  // $1/s while draining too
+  acc->request_progress(h, 10, 10, 10);
+  EXPECT_NEAR(acc->request_finished(h, 10), 10.0, 1e-9);  // the request is why the replica is still up
+  acc->replica_state("r1", "llama", "half", ReplicaState::kStopped, 12);
+  EXPECT_NEAR(acc->totals().standby_usd, 2.0, 1e-9);       // drained and empty: shutdown overhead
+  expect_conserved();
+}
+
+TEST_F(Attribution, CacheHitWithoutHistorySavesNothingAndSaysSo) {
+  double saving = -1;
+  EXPECT_DOUBLE_EQ(acc->cache_hit(a, 10, 10, 1, &saving), 0.001);
+  EXPECT_EQ(saving, 0.0);
+  EXPECT_EQ(metric_sum(registry, "tidegate_cost_events_total", "reason", "saving_without_history"), 1);
+}
+
 TEST_F(Attribution, FailedRequestAfterTokensStillPays) {
   acc->replica_state("r1", "llama", "", ReplicaState::kActive, 0);
   const auto h = acc->request_started(a, "r1", 0);

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   App app;
   app.acc = make_cost_accounting(parse_cost_config(YAML::Load(demo::kDemoConfig), "cost"), app.registry);
   const double start = now_s();
-  app.workload = std::make_unique<demo::Workload>(*app.acc, start - 600);  // ten minutes of history
+  app.workload = std::make_unique<demo::Workload>(*app.acc, start - 620);  // ten minutes of history, and a little more
   app.workload->advance_to(start);
 
   boost::asio::io_context ioc;
