@@ -22,18 +22,20 @@ def render(r, note):
              f"{r['connections']} connections ({r['wrk_threads']} wrk threads) and 1 connection. "
              f"Upstream: {r['simulator']}. wrk, the proxies and the simulator share the same cores.", "",
              f"| target | req/s at {r['connections']} conns | p50 / p99 at {r['connections']} (µs) | "
-             "req/s at 1 conn | p50 / p99 at 1 (µs) | added p50 / p99 at 1 (µs) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "req/s at 1 conn | p50 / p99 at 1 (µs) | added p50 / p99 at 1 (µs) | "
+             f"stream req/s at {r['connections']} | stream p50 / p99 (µs) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in ["direct", "tidegate", "nginx"]:
         t = r["targets"].get(name)
         if not t:
-            lines.append(f"| {name} | skipped | | | | |")
+            lines.append(f"| {name} | skipped | | | | | | |")
             continue
-        hi, c1 = t.get(high, {}), t.get("c1", {})
+        hi, c1, st = t.get(high, {}), t.get("c1", {}), t.get(f"s{r['connections']}", {})
         add = r["added_latency_at_concurrency_1"].get(name)
         added = f"{add['p50_us']} / {add['p99_us']}" if add else "—"
         lines.append(f"| {name} | {hi.get('rps', 0):,.0f} | {hi.get('p50_us')} / {hi.get('p99_us')} | "
-                     f"{c1.get('rps', 0):,.0f} | {c1.get('p50_us')} / {c1.get('p99_us')} | {added} |")
+                     f"{c1.get('rps', 0):,.0f} | {c1.get('p50_us')} / {c1.get('p99_us')} | {added} | "
+                     f"{st.get('rps', 0):,.0f} | {st.get('p50_us')} / {st.get('p99_us')} |")
     lines += [""]
     if note:
         lines += [note, ""]

@@ -92,8 +92,8 @@ else
   fi
 fi
 
-run_wrk() {  # target threads connections seconds outfile
-  wrk -t"$2" -c"$3" -d"$4s" --timeout 5s --latency -s $HERE/chat.lua "${URL[$1]}/v1/chat/completions" >"$5" 2>&1 ||
+run_wrk() {  # target threads connections seconds outfile [lua script]
+  wrk -t"$2" -c"$3" -d"$4s" --timeout 5s --latency -s "${6:-$HERE/chat.lua}" "${URL[$1]}/v1/chat/completions" >"$5" 2>&1 ||
     log "wrk failed against $1: $(tail -3 "$5")"
 }
 
@@ -103,9 +103,14 @@ for t in "${targets[@]}"; do
     -d '{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":8}' \
     "${URL[$t]}/v1/chat/completions") || die "$t: probe request failed"
   grep -q '"completion_tokens":8' <<<"$body" || die "$t: unexpected probe reply: $body"
-  log "$t: warm-up, then ${DURATION}s at $CONNECTIONS connections"
+  sse=$(curl -fsS -H 'content-type: application/json' \
+    -d '{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"stream":true}' \
+    "${URL[$t]}/v1/chat/completions") || die "$t: streaming probe failed"
+  [[ $sse == *"data: [DONE]"* && $sse != *'"usage"'* ]] || die "$t: unexpected streaming probe reply: $sse"
+  log "$t: warm-up, then ${DURATION}s at $CONNECTIONS connections, non-stream then stream"
   run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" 2 "$WORK/warmup.txt"
   run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$DURATION" "$WORK/$t.c$CONNECTIONS.txt"
+  run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$DURATION" "$WORK/$t.s$CONNECTIONS.txt" $HERE/chat_stream.lua
 done
 # Concurrency 1 measures added latency, which the other tenants of a shared machine swamp in
 # bursts: interleaving short slices of every target spreads a burst over all of them, and the
@@ -123,7 +128,7 @@ cat >"$WORK/meta.json" <<JSON
  "machine": {"nproc": $(nproc), "cpu": "$cpu", "load_avg_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)"},
  "duration_s": $DURATION, "connections": $CONNECTIONS, "wrk_threads": $WRK_THREADS,
  "concurrency_1": "$ROUNDS interleaved rounds of ${slice}s per target; median of the rounds",
- "load": "wrk, keep-alive, POST /v1/chat/completions, non-stream, 8 output tokens",
+ "load": "wrk, keep-alive, POST /v1/chat/completions with 8 output tokens: cN non-stream, sN streaming (SSE)",
  "simulator": "tidegate-sim --ttft-ms 0 --tpot-ms 0 --threads $SIM_THREADS",
  "skipped": [$(for n in nginx tidegate; do [[ " ${targets[*]} " == *" $n "* ]] || printf '"%s",' "$n"; done | sed 's/,$//')]}
 JSON

@@ -21,7 +21,7 @@ def main():
     d = pathlib.Path(sys.argv[1])
     meta = json.loads((d / "meta.json").read_text())
     rounds = {}
-    for f in sorted(d.glob("*.c*.txt")):
+    for f in sorted(d.glob("*.*.txt")):
         name, conc = f.name[:-4].split(".")[:2]
         r = load(f)
         if r is not None:
@@ -41,7 +41,8 @@ def main():
     report = {**meta, "targets": targets}
     direct = targets.get("direct", {})
     high = f"c{meta['connections']}"
-    added, ratio = {}, {}
+    stream = f"s{meta['connections']}"
+    added, ratio, stream_ratio = {}, {}, {}
     for name, t in targets.items():
         if name == "direct":
             continue
@@ -50,11 +51,15 @@ def main():
                            "p99_us": t["c1"]["p99_us"] - direct["c1"]["p99_us"]}
         if high in t and high in direct and direct[high]["rps"] > 0:
             ratio[name] = round(t[high]["rps"] / direct[high]["rps"], 3)
+        if stream in t and stream in direct and direct[stream]["rps"] > 0:
+            stream_ratio[name] = round(t[stream]["rps"] / direct[stream]["rps"], 3)
     report["added_latency_at_concurrency_1"] = added
     report["throughput_vs_direct"] = ratio
-    if "tidegate" in targets and "nginx" in targets and high in targets["nginx"] and high in targets["tidegate"]:
-        report["tidegate_vs_nginx_throughput"] = round(
-            targets["tidegate"][high]["rps"] / max(targets["nginx"][high]["rps"], 1e-9), 3)
+    report["stream_throughput_vs_direct"] = stream_ratio
+    tg, ng = targets.get("tidegate", {}), targets.get("nginx", {})
+    for key, point in (("tidegate_vs_nginx_throughput", high), ("tidegate_vs_nginx_stream_throughput", stream)):
+        if point in tg and point in ng:
+            report[key] = round(tg[point]["rps"] / max(ng[point]["rps"], 1e-9), 3)
     print(json.dumps(report, indent=2))
 
 
