@@ -1,5 +1,6 @@
 #include "tidegate/scaler/scaler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <deque>
@@ -179,7 +180,9 @@ void Scaler::tick_pool(Pool& p, double t) {
   in.time_of_day_s = utc.tm_hour * 3600.0 + utc.tm_min * 60.0 + utc.tm_sec;
   in.weekday = utc.tm_wday;
   in.active = before.active;
-  in.starting = before.starting;
+  // Loads that will refill the warm pool are not capacity for routed traffic.
+  const int refills = std::max(0, p.controller->config().warm_pool_size - before.warm);
+  in.starting = std::max(0, before.starting - refills);
   in.warm = before.warm;
   Decision d = decide(policy, p.policy_state, in);
   if (d.direction != Direction::kHold)

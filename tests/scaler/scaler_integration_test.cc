@@ -276,9 +276,12 @@ TEST_F(ScalerIntegration, ReplicaKilledWhileActiveIsRemovedAndReplaced) {
   }));
   ASSERT_TRUE(wait(10, [&] { return gateway.routed() == 1 && !gateway.routed_set().count(victim); }))
       << "the warm replica took over";
-  ASSERT_TRUE(wait(15, [&] { return scaler->counts("m").warm == 1; })) << "the pool refilled";
-  const auto faults = scaler->admin_state().at("pools").as_array()[0].at("faults").as_array();
-  ASSERT_FALSE(faults.empty());
+  // The admin snapshot is written at the end of a tick; wait for the tick that saw the death.
+  auto faults_now = [&] { return scaler->admin_state().at("pools").as_array()[0].at("faults").as_array(); };
+  ASSERT_TRUE(wait(5, [&] { return !faults_now().empty(); }));
+  ASSERT_TRUE(wait(15, [&] { return scaler->counts("m").warm == 1 && scaler->counts("m").starting == 0; }))
+      << "the pool refilled";
+  const auto faults = faults_now();
   EXPECT_EQ(faults.back().at("kind").as_string(), "died");
   EXPECT_EQ(faults.back().at("replica").as_string(), victim);
 }
