@@ -209,7 +209,9 @@ Persistence::Loaded Persistence::load(std::size_t dim) {
   std::map<std::uint64_t, Entry> live;
   std::uint64_t first_gen = 0;
   const auto snap = fs::path(dir_) / "snapshot";
-  if (fs::exists(snap)) {
+  if (std::error_code ec; fs::exists(snap, ec) && !fs::is_regular_file(snap, ec)) {
+    out.problems.push_back("snapshot: not a regular file; ignored");
+  } else if (fs::exists(snap, ec)) {
     const auto data = read_file(snap);
     bool header = false, trailer = false;
     std::uint64_t count = 0, expected = 0;
@@ -249,6 +251,12 @@ Persistence::Loaded Persistence::load(std::size_t dim) {
   for (const auto& de : fs::directory_iterator(dir_)) {
     const auto name = de.path().filename().string();
     if (name.rfind("log.", 0) != 0) continue;
+    std::error_code ec;
+    if (!fs::is_regular_file(de.path(), ec)) {
+      // Not ours (a device, a FIFO, a directory): reading it could block or never end.
+      out.problems.push_back(name + ": not a regular file; ignored");
+      continue;
+    }
     try {
       const std::uint64_t gen = std::stoull(name.substr(4));
       max_gen = std::max(max_gen, gen);

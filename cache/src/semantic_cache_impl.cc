@@ -46,8 +46,9 @@ struct SemanticCacheImpl::LookupState {
   std::function<void(LookupResult)> done;
   std::atomic<bool> fired{false};
   // Returns false when the answer was already given (by the worker or the deadline watch).
-  bool fire(LookupResult r) {
+  bool fire(LookupResult r, CacheMetrics& metrics) {
     if (fired.exchange(true)) return false;
+    metrics.lookup(r.status, r.reason);
     done(std::move(r));
     return true;
   }
@@ -116,10 +117,7 @@ void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline
   auto state = std::make_shared<LookupState>();
   state->done = std::move(done);
   auto fail = [this](const std::shared_ptr<LookupState>& s, const char* reason) {
-    if (s->fire(bypass_result(reason))) {
-      ++bypasses_;
-      metrics_.lookup(CacheStatus::kBypass, reason);
-    }
+    if (s->fire(bypass_result(reason), metrics_)) ++bypasses_;
   };
   if (!plan.read) return fail(state, "not-readable");
   if (stopped_) return fail(state, "shutdown");
@@ -150,9 +148,8 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
     if (v.size() != embedder_->dim()) throw std::runtime_error("embedder returned a wrong-sized vector");
   } catch (const std::exception& e) {
     ++embed_errors_;
-    if (state->fire(bypass_result("embedder-error"))) {
+    if (state->fire(bypass_result("embedder-error"), metrics_)) {
       ++bypasses_;
-      metrics_.lookup(CacheStatus::kBypass, "embedder-error");
       log::warn("cache.embed_failed", {{"error", e.what()}});
     }
     return;
@@ -176,9 +173,10 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
     r.status = CacheStatus::kMiss;
     if (match) r.similarity = match->similarity;  // best below threshold, for logs
   }
+  // Claim the answer before counting, so a lookup the deadline already answered is not
+  // counted twice, and counters are final by the time `done` runs.
+  if (state->fired.exchange(true)) return;
   const auto embed_s = r.embed_s, search_s = r.search_s;
-  const auto tokens = r.answer;
-  if (!state->fire(std::move(r))) return;  // the deadline answered first
   metrics_.embed_seconds.Observe(embed_s);
   metrics_.search_seconds.Observe(search_s);
   if (hit) {
@@ -186,12 +184,13 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
     ++hits_;
     metrics_.lookup(CacheStatus::kHit, "");
     metrics_.hit_similarity.Observe(match->similarity);
-    metrics_.prompt_tokens_saved.Increment(static_cast<double>(tokens.prompt_tokens));
-    metrics_.completion_tokens_saved.Increment(static_cast<double>(tokens.completion_tokens));
+    metrics_.prompt_tokens_saved.Increment(static_cast<double>(r.answer.prompt_tokens));
+    metrics_.completion_tokens_saved.Increment(static_cast<double>(r.answer.completion_tokens));
   } else {
     ++misses_;
     metrics_.lookup(CacheStatus::kMiss, "");
   }
+  state->done(std::move(r));
 }
 
 void SemanticCacheImpl::insert(const CachePlan& plan, CachedAnswer answer) {
@@ -249,10 +248,10 @@ void SemanticCacheImpl::run_insert(const CachePlan& plan, const CachedAnswer& an
   // The store first, the log second: see persistence.h for why this order is safe.
   const Entry copy = persistence_ ? e : Entry{};
   store_.insert(std::move(e), collector(evicted));
-  metrics_.inserts.Increment();
   if (persistence_) persistence_->append_insert(copy);
   log_erasures(evicted);
   update_gauges();
+  metrics_.inserts.Increment();
 }
 
 boost::json::object SemanticCacheImpl::stats() const {

@@ -46,6 +46,7 @@ class SemanticCacheImpl final : public SemanticCache {
   std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) override;
   bool erase_entry(std::uint64_t id) override;
   void shutdown() override;
+  void flush() override { maintain(true); }
 
   // Runs one maintenance pass now (TTL, index rebuilds, fsync, snapshot if due); for tests.
   void maintain(bool force_snapshot);

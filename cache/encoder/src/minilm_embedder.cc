@@ -10,8 +10,8 @@ namespace {
 
 class MiniLMEmbedder final : public Embedder {
  public:
-  MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, std::size_t max_seq)
-      : model_(std::move(model)), packed_(pack_minilm(model_->weights())), max_seq_(max_seq) {}
+  MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, std::size_t max_seq, bool half)
+      : model_(std::move(model)), packed_(pack_minilm(model_->weights(), half)), max_seq_(max_seq) {}
 
   std::size_t dim() const override { return model_->weights().config.hidden; }
   std::string name() const override { return "minilm"; }
@@ -45,7 +45,7 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
   const std::size_t model_max = model->weights().config.max_seq_length;
   std::size_t max_seq = options.max_seq_length == 0 ? model_max : std::min(options.max_seq_length, model_max);
   if (max_seq < 2) throw std::invalid_argument("minilm: max_seq_length must be at least 2");
-  return std::make_unique<MiniLMEmbedder>(std::move(model), max_seq);
+  return std::make_unique<MiniLMEmbedder>(std::move(model), max_seq, options.fp16_weights);
 }
 
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options) {

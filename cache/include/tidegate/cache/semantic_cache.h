@@ -79,6 +79,9 @@ class SemanticCache {
   // Empty optional = any. Returns the number of entries removed.
   virtual std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) = 0;
   virtual bool erase_entry(std::uint64_t id) = 0;
+  // Writes a snapshot of the data directory now (no-op without one). Added after the first
+  // version of this interface, with a default, so other implementations need not change.
+  virtual void flush() {}
   // Flushes persistence and stops workers; lookups after this answer kBypass.
   virtual void shutdown() = 0;
 };

@@ -1,0 +1,206 @@
+// Semantic cache latency driver. Prints one JSON object.
+//   embed:  MiniLM embedding of short prompts (< 32 tokens), one request at a time, p50/p99.
+//   per size N (synthetic 384-d unit vectors, clustered like sentence embeddings):
+//     search alone, flat and HNSW, p50/p99 over single queries, and HNSW recall@1 against flat;
+//     end to end = embed + search of a real prompt's vector in the N-entry index.
+// HNSW of 1M vectors is built in chunks until --build-budget seconds pass; the size actually
+// reached is reported (an honest number on a 2-core machine beats an estimate).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/cache_factory.h"
+#include "tidegate/cache/faiss_index.h"
+
+using namespace tidegate::cache;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kDim = 384;
+
+const char* kPrompts[] = {
+    "What is the capital of France?", "How do I reset my password?", "Explain recursion in simple terms.",
+    "What is the weather like in Tokyo in May?", "How many legs does a spider have?",
+    "Write a haiku about autumn.", "What is the difference between TCP and UDP?",
+    "How can I learn Python quickly?", "Who wrote Pride and Prejudice?", "What does HTTP 404 mean?",
+    "How do I boil an egg?", "What is a black hole?", "Translate hello into Spanish.",
+    "What are good books on machine learning?", "How do vaccines work?", "Why is the sky blue?",
+    "What is the best way to save money?", "How do I center a div in CSS?", "What is inflation?",
+    "Recommend a movie for tonight."};
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+
+void normalise(float* v) {
+  double n = 0;
+  for (std::size_t j = 0; j < kDim; ++j) n += double(v[j]) * v[j];
+  const auto s = static_cast<float>(1.0 / std::sqrt(n));
+  for (std::size_t j = 0; j < kDim; ++j) v[j] *= s;
+}
+
+// Clustered data: 1 centroid per 100 vectors, each vector = centroid + noise, normalised.
+std::vector<float> synthetic(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  const std::size_t clusters = std::max<std::size_t>(1, n / 100);
+  std::vector<float> c(clusters * kDim);
+  for (std::size_t i = 0; i < clusters; ++i) {
+    for (std::size_t j = 0; j < kDim; ++j) c[i * kDim + j] = d(rng);
+    normalise(&c[i * kDim]);
+  }
+  std::vector<float> v(n * kDim);
+  std::uniform_int_distribution<std::size_t> pick(0, clusters - 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto k = pick(rng);
+    for (std::size_t j = 0; j < kDim; ++j) v[i * kDim + j] = c[k * kDim + j] + 0.06f * d(rng);
+    normalise(&v[i * kDim]);
+  }
+  return v;
+}
+
+// Paraphrase-like queries: a stored vector plus noise (cosine about 0.9 to it).
+std::vector<float> near_queries(const std::vector<float>& base, std::size_t nq, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  const auto n = base.size() / kDim;
+  std::uniform_int_distribution<std::size_t> pick(0, n - 1);
+  std::vector<float> q(nq * kDim);
+  for (std::size_t i = 0; i < nq; ++i) {
+    const auto k = pick(rng);
+    for (std::size_t j = 0; j < kDim; ++j) q[i * kDim + j] = base[k * kDim + j] + 0.025f * d(rng);
+    normalise(&q[i * kDim]);
+  }
+  return q;
+}
+
+boost::json::object search_stats(const FaissVectorIndex& ix, const std::vector<float>& q, std::size_t nq,
+                                 std::vector<std::int64_t>* top1) {
+  std::vector<double> lat;
+  for (std::size_t i = 0; i < nq; ++i) {
+    const auto t = Clock::now();
+    const auto h = ix.search(1, q.data() + i * kDim, 1);
+    lat.push_back(ms(Clock::now() - t));
+    if (top1) top1->push_back(h[0].id);
+  }
+  return {{"p50_ms", pct(lat, 0.5)}, {"p99_ms", pct(lat, 0.99)}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::size_t> sizes = {10000, 100000, 1000000};
+  double build_budget_s = 240;
+  std::size_t nq = 1000;
+  IndexConfig icfg;
+  icfg.hnsw_m = 32;
+  icfg.ef_construction = 64;
+  icfg.ef_search = 64;
+  std::string embedder_type = "minilm";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--sizes") {
+      sizes.clear();
+      std::stringstream ss(v);
+      std::string x;
+      while (std::getline(ss, x, ',')) sizes.push_back(std::stoul(x));
+    } else if (a == "--build-budget") build_budget_s = std::stod(v);
+    else if (a == "--queries") nq = std::stoul(v);
+    else if (a == "--m") icfg.hnsw_m = std::stoi(v);
+    else if (a == "--ef-construction") icfg.ef_construction = std::stoi(v);
+    else if (a == "--ef-search") icfg.ef_search = std::stoi(v);
+    else if (a == "--embedder") embedder_type = v;
+  }
+  boost::json::object out;
+  out["hnsw"] = {{"m", icfg.hnsw_m}, {"ef_construction", icfg.ef_construction}, {"ef_search", icfg.ef_search}};
+
+  // Embedding latency of real short prompts, one at a time as the cache does per request.
+  EmbedderConfig ecfg;
+  ecfg.type = embedder_type;
+  auto embedder = make_embedder(ecfg);
+  std::vector<double> embed_ms;
+  std::vector<std::vector<float>> prompt_vecs;
+  for (int round = 0; round < 10; ++round)
+    for (const char* p : kPrompts) {
+      const auto t = Clock::now();
+      auto v = embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+      embed_ms.push_back(ms(Clock::now() - t));
+      if (round == 0) prompt_vecs.push_back(std::move(v));
+    }
+  embed_ms.erase(embed_ms.begin(), embed_ms.begin() + 20);  // first round warms caches
+  out["embed"] = {{"embedder", embedder->name()}, {"n", embed_ms.size()}, {"p50_ms", pct(embed_ms, 0.5)},
+                  {"p99_ms", pct(embed_ms, 0.99)}};
+  std::cerr << "embed p50 " << pct(embed_ms, 0.5) << " ms\n";
+
+  boost::json::array runs;
+  for (const auto n : sizes) {
+    std::cerr << "size " << n << ": generating\n";
+    const auto base = synthetic(n, 42);
+    std::vector<std::int64_t> ids(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i);
+    boost::json::object run{{"entries", n}};
+
+    FaissVectorIndex hnsw(kDim, icfg, IndexConfig::Type::kHnsw);
+    const auto t0 = Clock::now();
+    std::size_t built = 0;
+    constexpr std::size_t kChunk = 50000;
+    while (built < n) {
+      const auto c = std::min(kChunk, n - built);
+      hnsw.add(c, base.data() + built * kDim, ids.data() + built);
+      built += c;
+      if (std::chrono::duration<double>(Clock::now() - t0).count() > build_budget_s) break;
+    }
+    const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::cerr << "size " << n << ": hnsw built " << built << " in " << build_s << " s\n";
+    run["hnsw_built_entries"] = built;
+    run["hnsw_build_s"] = build_s;
+
+    FaissVectorIndex flat(kDim, icfg, IndexConfig::Type::kFlat);
+    flat.add(built, base.data(), ids.data());  // same contents as the HNSW, for a fair recall
+
+    std::vector<float> qv(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(built * kDim));
+    const auto q_near = near_queries(qv, nq, 7);
+    std::vector<std::int64_t> top_flat, top_hnsw;
+    const auto flat_stats = search_stats(flat, q_near, std::min<std::size_t>(nq, n >= 1000000 ? 200 : nq), &top_flat);
+    const auto hnsw_stats = search_stats(hnsw, q_near, top_flat.size(), &top_hnsw);
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < top_flat.size(); ++i) same += top_flat[i] == top_hnsw[i];
+    run["search_flat"] = flat_stats;
+    run["search_hnsw"] = hnsw_stats;
+    run["hnsw_recall_at_1"] = double(same) / double(top_flat.size());
+    run["recall_queries"] = top_flat.size();
+
+    // End to end: embed a real prompt, search it in this index (the prompt vectors are
+    // not in the synthetic set, so this is the cost of a miss, which equals a hit's).
+    std::vector<double> e2e_flat, e2e_hnsw;
+    for (int round = 0; round < 5; ++round)
+      for (const char* p : kPrompts) {
+        const auto t0 = Clock::now();
+        const auto v = embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+        const auto t1 = Clock::now();
+        hnsw.search(1, v.data(), 1);
+        const auto t2 = Clock::now();
+        flat.search(1, v.data(), 1);
+        const auto t3 = Clock::now();
+        e2e_hnsw.push_back(ms(t2 - t0));
+        e2e_flat.push_back(ms(t1 - t0) + ms(t3 - t2));
+      }
+    run["e2e_hnsw"] = {{"p50_ms", pct(e2e_hnsw, 0.5)}, {"p99_ms", pct(e2e_hnsw, 0.99)}};
+    run["e2e_flat"] = {{"p50_ms", pct(e2e_flat, 0.5)}, {"p99_ms", pct(e2e_flat, 0.99)}};
+    runs.push_back(std::move(run));
+    std::cerr << "size " << n << ": done\n";
+  }
+  out["runs"] = std::move(runs);
+  std::cout << boost::json::serialize(out) << "\n";
+}
