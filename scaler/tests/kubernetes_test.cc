@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "fake_http_server.h"
+#include "http_client.h"
 #include "tidegate/scaler/actuators.h"
 #include "tidegate/scaler/lifecycle.h"
 
@@ -306,6 +307,41 @@ TEST(K8sTls, VerifiesTheApiServerAgainstTheConfiguredCa) {
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   fs::remove_all(dir);
+}
+
+TEST(HttpClient, ParsesUrls) {
+  auto u = http::parse_url("https://[::1]:6443/apis?x=1");
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->port, "6443");
+  EXPECT_EQ(u->target, "/apis?x=1");
+  u = http::parse_url("http://example");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->port, "80");
+  EXPECT_EQ(u->target, "/");
+  EXPECT_FALSE(http::parse_url("ftp://x/"));
+  EXPECT_FALSE(http::parse_url("http:///x"));
+}
+
+TEST(HttpClient, DeadlineCoversASilentServer) {
+  // Listens (the kernel completes the handshake) but never answers.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const auto url = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/metrics";
+  const auto r = http::get(url, 0.2);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("timeout"), std::string::npos) << r.error;
+  const auto r2 = http::request("GET", "https://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/", {}, {}, 0.2,
+                                {"", true});
+  EXPECT_NE(r2.error.find("timeout"), std::string::npos) << r2.error << " (TLS handshake never answered)";
+  ::close(fd);
 }
 
 class RecordingRouting final : public RoutingTarget {
