@@ -1,9 +1,12 @@
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
 #include "semantic_cache_impl.h"
 #include "tidegate/cache/cache_factory.h"
+#include "tidegate/cache/hash_embedder.h"
 #include "tidegate/cache/minilm.h"
+#include "tidegate/cache/openai_embedder.h"
 
 namespace tidegate::cache {
 namespace {
@@ -28,6 +31,22 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
     MiniLMOptions options;
     options.blas_threads = 1;  // parallelism comes from the cache's worker pool
     return make_minilm_embedder(resolve_model_dir(config.model_dir), options);
+  }
+  if (config.type == "hash") {
+    HashEmbedderOptions options;
+    options.dim = static_cast<std::size_t>(config.dim);
+    return make_hash_embedder(options);
+  }
+  if (config.type == "openai") {
+    OpenAIEmbedderOptions options;
+    options.url = config.url;
+    options.model = config.model;
+    if (!config.api_key_env.empty())
+      if (const char* key = std::getenv(config.api_key_env.c_str())) options.api_key = key;
+    options.dim = static_cast<std::size_t>(config.dim);
+    options.max_batch = static_cast<std::size_t>(config.max_batch);
+    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeout_s * 1000));
+    return make_openai_embedder(options);
   }
   throw std::runtime_error("cache: embedder type '" + config.type + "' is not available in this build");
 }

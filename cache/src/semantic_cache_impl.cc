@@ -1,5 +1,6 @@
 #include "semantic_cache_impl.h"
 
+#include "tidegate/cache/embed_batcher.h"
 #include "tidegate/cache/policy.h"
 #include "tidegate/common/log.h"
 
@@ -61,6 +62,11 @@ SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, 
       metrics_(registry),
       store_(embedder_->dim(), config_->index, config_->max_entries, config_->max_bytes),
       workers_(config_->workers) {
+  EmbedBatcherOptions bo;
+  bo.threads = static_cast<std::size_t>(config_->embedder.threads);
+  bo.max_batch = static_cast<std::size_t>(config_->embedder.max_batch);
+  bo.max_queue = config_->max_queue;
+  batcher_ = std::make_unique<EmbedBatcher>(embedder_, bo);
   load();
   last_snapshot_ = Clock::now();
   maintenance_ = std::thread([this] { maintenance_loop(); });
@@ -116,45 +122,70 @@ void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline
                                std::function<void(LookupResult)> done) {
   auto state = std::make_shared<LookupState>();
   state->done = std::move(done);
-  auto fail = [this](const std::shared_ptr<LookupState>& s, const char* reason) {
-    if (s->fire(bypass_result(reason), metrics_)) ++bypasses_;
-  };
   if (!plan.read) return fail(state, "not-readable");
   if (stopped_) return fail(state, "shutdown");
   deadline = std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(config_->lookup_timeout_s)));
-  watch_.at(deadline, [this, state, fail] {
+  // The batcher answers at the deadline too; this also covers time queued for the search.
+  watch_.at(deadline, [this, state] {
     if (state->fired.load()) return;
     ++timeouts_;
     fail(state, "timeout");
   });
-  const bool queued = workers_.post(
-      [this, state, plan, fail](bool stopping) {
-        if (state->fired.load()) return;
-        if (stopping) return fail(state, "shutdown");
-        run_lookup(state, plan);
-      },
-      config_->max_queue);
-  if (!queued) fail(state, stopped_ ? "shutdown" : "overloaded");
+  const auto t0 = Clock::now();
+  batcher_->submit(plan.text, deadline, [this, state, plan, t0](std::vector<float> v, std::exception_ptr error) {
+    if (state->fired.load()) return;
+    if (error) return embed_failed(state, error);
+    const auto embed_s = seconds_since(t0);
+    // Search on our own workers: the batcher's threads are for the encoder.
+    const bool queued = workers_.post(
+        [this, state, plan, embed_s, v = std::move(v)](bool stopping) mutable {
+          if (state->fired.load()) return;
+          if (stopping) return fail(state, "shutdown");
+          run_lookup(state, plan, std::move(v), embed_s);
+        },
+        config_->max_queue);
+    if (!queued) fail(state, stopped_ ? "shutdown" : "overloaded");
+  });
 }
 
-void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan) {
-  LookupResult r;
-  const auto t0 = Clock::now();
-  std::vector<float> v;
+void SemanticCacheImpl::fail(const std::shared_ptr<LookupState>& state, const char* reason) {
+  if (state->fire(bypass_result(reason), metrics_)) ++bypasses_;
+}
+
+void SemanticCacheImpl::embed_failed(const std::shared_ptr<LookupState>& state, std::exception_ptr error) {
+  const char* reason = "embedder-error";
+  std::string what;
   try {
-    v = embedder_->embed({plan.text}, t0 + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(config_->embedder.timeout_s)));
-    if (v.size() != embedder_->dim()) throw std::runtime_error("embedder returned a wrong-sized vector");
-  } catch (const std::exception& e) {
-    ++embed_errors_;
-    if (state->fire(bypass_result("embedder-error"), metrics_)) {
-      ++bypasses_;
-      log::warn("cache.embed_failed", {{"error", e.what()}});
+    std::rethrow_exception(error);
+  } catch (const EmbedBatcherError& e) {
+    switch (e.reason()) {
+      case EmbedBatcherError::Reason::kDeadline: reason = "timeout"; break;
+      case EmbedBatcherError::Reason::kOverloaded: reason = "overloaded"; break;
+      case EmbedBatcherError::Reason::kShutdown: reason = "shutdown"; break;
     }
+    what = e.what();
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown error";
+  }
+  if (std::string_view(reason) == "embedder-error") ++embed_errors_;
+  if (std::string_view(reason) == "timeout") ++timeouts_;
+  if (state->fire(bypass_result(reason), metrics_)) {
+    ++bypasses_;
+    if (std::string_view(reason) == "embedder-error") log::warn("cache.embed_failed", {{"error", what}});
+  }
+}
+
+void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan,
+                                   std::vector<float> v, double embed_s) {
+  LookupResult r;
+  if (v.size() != embedder_->dim()) {
+    if (state->fire(bypass_result("embedder-error"), metrics_)) ++bypasses_;
     return;
   }
-  r.embed_s = seconds_since(t0);
+  r.embed_s = embed_s;
   const auto t1 = Clock::now();
   const auto now_ms = now_unix_ms();
   auto match = store_.best(plan.scope_key, v.data(), now_ms);
@@ -176,7 +207,7 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
   // Claim the answer before counting, so a lookup the deadline already answered is not
   // counted twice, and counters are final by the time `done` runs.
   if (state->fired.exchange(true)) return;
-  const auto embed_s = r.embed_s, search_s = r.search_s;
+  const auto search_s = r.search_s;
   metrics_.embed_seconds.Observe(embed_s);
   metrics_.search_seconds.Observe(search_s);
   if (hit) {
@@ -201,9 +232,23 @@ void SemanticCacheImpl::insert(const CachePlan& plan, CachedAnswer answer) {
     metrics_.insert_skipped.Increment();
     return;
   }
-  const bool queued = workers_.post(
-      [this, plan, answer = std::move(answer)](bool) { run_insert(plan, answer); }, config_->max_queue);
-  if (!queued) metrics_.insert_skipped.Increment();
+  auto store = [this, plan](CachedAnswer a, std::vector<float> v) {
+    const bool queued = workers_.post(
+        [this, plan, a = std::move(a), v = std::move(v)](bool) mutable { run_insert(plan, a, std::move(v)); },
+        config_->max_queue);
+    if (!queued) metrics_.insert_skipped.Increment();
+  };
+  if (auto v = recent_.get(vector_key(plan))) return store(std::move(answer), std::move(*v));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_->embedder.timeout_s));
+  batcher_->submit(plan.text, deadline,
+                   [this, store, answer = std::move(answer)](std::vector<float> v, std::exception_ptr error) mutable {
+                     if (error) {
+                       metrics_.insert_skipped.Increment();
+                       return;
+                     }
+                     store(std::move(answer), std::move(v));
+                   });
 }
 
 EntryStore::EvictFn SemanticCacheImpl::collector(std::vector<std::uint64_t>& ids) {
@@ -218,24 +263,13 @@ void SemanticCacheImpl::log_erasures(const std::vector<std::uint64_t>& ids) {
   for (auto id : ids) persistence_->append_erase(id);
 }
 
-void SemanticCacheImpl::run_insert(const CachePlan& plan, const CachedAnswer& answer) {
-  Entry e;
-  if (auto v = recent_.get(vector_key(plan))) {
-    e.vector = std::move(*v);
-  } else {
-    try {
-      e.vector = embedder_->embed({plan.text}, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                std::chrono::duration<double>(config_->embedder.timeout_s)));
-    } catch (const std::exception& ex) {
-      ++embed_errors_;
-      metrics_.insert_skipped.Increment();
-      return;
-    }
-    if (e.vector.size() != embedder_->dim()) {
-      metrics_.insert_skipped.Increment();
-      return;
-    }
+void SemanticCacheImpl::run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector) {
+  if (vector.size() != embedder_->dim()) {
+    metrics_.insert_skipped.Increment();
+    return;
   }
+  Entry e;
+  e.vector = std::move(vector);
   e.id = store_.next_id();
   e.scope_key = plan.scope_key;
   e.model = plan.model;
@@ -352,7 +386,8 @@ void SemanticCacheImpl::shutdown() {
   }
   stop_cv_.notify_all();
   if (maintenance_.joinable()) maintenance_.join();
-  workers_.stop();  // queued lookups answer "shutdown", queued inserts still run
+  batcher_->shutdown();  // queued texts fail with kShutdown; running batches finish
+  workers_.stop();       // queued lookups answer "shutdown", queued inserts still run
   watch_.stop();
   try {
     maintain(true);

@@ -10,6 +10,7 @@
 #include "cache_metrics.h"
 #include "deadline_watch.h"
 #include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/embed_batcher.h"
 #include "tidegate/cache/embedder.h"
 #include "tidegate/cache/entry_store.h"
 #include "tidegate/cache/persistence.h"
@@ -53,8 +54,11 @@ class SemanticCacheImpl final : public SemanticCache {
 
  private:
   struct LookupState;
-  void run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan);
-  void run_insert(const CachePlan& plan, const CachedAnswer& answer);
+  void run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan, std::vector<float> v,
+                  double embed_s);
+  void run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector);
+  void fail(const std::shared_ptr<LookupState>& state, const char* reason);
+  void embed_failed(const std::shared_ptr<LookupState>& state, std::exception_ptr error);
   void load();
   void log_erasures(const std::vector<std::uint64_t>& ids);
   EntryStore::EvictFn collector(std::vector<std::uint64_t>& ids);
@@ -76,6 +80,7 @@ class SemanticCacheImpl final : public SemanticCache {
   std::atomic<bool> stopped_{false};
   DeadlineWatch watch_;
   WorkerPool workers_;
+  std::unique_ptr<EmbedBatcher> batcher_;  // the encoder's threads; lookups then search on workers_
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;
