@@ -20,11 +20,12 @@ trap cleanup EXIT
 if [[ $target == http://* ]]; then
   url=$target
 else
+  : >"$tmp/server.out"  # exists before the server opens it, so polling never races the redirect
   "$target" --seconds 55 >"$tmp/server.out" 2>"$tmp/server.err" &
   pid=$!
   port=""
   for _ in $(seq 1 200); do
-    port=$(sed -n 's/^PORT //p' "$tmp/server.out")
+    port=$(sed -n 's/^PORT //p' "$tmp/server.out" 2>/dev/null || true)
     [[ -n $port ]] && break
     sleep 0.1
   done
