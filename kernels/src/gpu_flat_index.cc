@@ -105,11 +105,18 @@ class GpuFlatIndex final : public cache::VectorIndex {
     h_out_slot_.reserve(nq * k);
     cudaStream_t s = stream_.get();
     TG_CUDA_CHECK(cudaMemcpyAsync(d_queries_.get(), hq, qpad * ld_ * 2, cudaMemcpyHostToDevice, s));
+    if (timing_) TG_CUDA_CHECK(cudaEventRecord(timing_->start, s));
     detail::launch_search(plan, matrix_.get(), valid_.get(), rows, ld_, d_queries_.get(), nq, k, d_part_score_.get(),
                           d_part_slot_.get(), d_out_score_.get(), d_out_slot_.get(), s);
+    if (timing_) TG_CUDA_CHECK(cudaEventRecord(timing_->stop, s));
     TG_CUDA_CHECK(cudaMemcpyAsync(h_out_score_.get(), d_out_score_.get(), nq * k * 4, cudaMemcpyDeviceToHost, s));
     TG_CUDA_CHECK(cudaMemcpyAsync(h_out_slot_.get(), d_out_slot_.get(), nq * k * 4, cudaMemcpyDeviceToHost, s));
     TG_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (timing_) {
+      float ms = 0;
+      TG_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_->start, timing_->stop));
+      timing_->last_ms = ms;
+    }
     for (std::size_t i = 0; i < nq * k; ++i) {
       const std::int32_t slot = h_out_slot_.get()[i];
       if (slot >= 0) out[i] = {slots_.id_at(static_cast<std::size_t>(slot)), h_out_score_.get()[i]};
@@ -117,7 +124,32 @@ class GpuFlatIndex final : public cache::VectorIndex {
     return out;
   }
 
+ void enable_timing() {
+    std::lock_guard lock(mu_);
+    if (!timing_) timing_ = std::make_unique<Timing>();
+  }
+  std::optional<double> last_kernel_ms() const {
+    std::lock_guard lock(mu_);
+    if (!timing_ || timing_->last_ms < 0) return std::nullopt;
+    return timing_->last_ms;
+  }
+
  private:
+  struct Timing {
+    Timing() {
+      TG_CUDA_CHECK(cudaEventCreate(&start));
+      TG_CUDA_CHECK(cudaEventCreate(&stop));
+    }
+    Timing(const Timing&) = delete;
+    Timing& operator=(const Timing&) = delete;
+    ~Timing() {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+    cudaEvent_t start = nullptr, stop = nullptr;
+    double last_ms = -1;
+  };
+
   // Doubling keeps the amortised copy cost of growth linear; rows stay a multiple of the tile so
   // the kernel's last tile never reads past the allocation.
   void grow(std::size_t needed) {
@@ -160,9 +192,22 @@ class GpuFlatIndex final : public cache::VectorIndex {
   mutable DeviceBuffer<std::int32_t> d_part_slot_;
   mutable DeviceBuffer<float> d_out_score_;
   mutable DeviceBuffer<std::int32_t> d_out_slot_;
+  std::unique_ptr<Timing> timing_;  // only when a benchmark asked for it
 };
 
 }  // namespace
+
+bool enable_gpu_flat_kernel_timing(cache::VectorIndex& index) {
+  auto* gpu = dynamic_cast<GpuFlatIndex*>(&index);
+  if (!gpu) return false;
+  gpu->enable_timing();
+  return true;
+}
+
+std::optional<double> gpu_flat_last_kernel_ms(const cache::VectorIndex& index) {
+  const auto* gpu = dynamic_cast<const GpuFlatIndex*>(&index);
+  return gpu ? gpu->last_kernel_ms() : std::nullopt;
+}
 
 std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why) {
   if (dim == 0 || dim % 8 != 0 || dim > 2048) {

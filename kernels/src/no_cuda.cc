@@ -27,6 +27,9 @@ std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t, std::string
   return nullptr;
 }
 
+bool enable_gpu_flat_kernel_timing(cache::VectorIndex&) { return false; }
+std::optional<double> gpu_flat_last_kernel_ms(const cache::VectorIndex&) { return std::nullopt; }
+
 std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string&, const GpuEncoderOptions&,
                                                           std::string* why) {
   set(why);

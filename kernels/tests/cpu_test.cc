@@ -195,6 +195,24 @@ TEST(MicroBatcher, DeadlinesAndFailuresReachTheCaller) {
   }
 }
 
+// A CPU index: the timing hooks must recognise it as not gpu-flat.
+class ListIndex final : public cache::VectorIndex {
+ public:
+  std::size_t dim() const override { return 8; }
+  std::size_t size() const override { return 0; }
+  void add(std::size_t, const float*, const std::int64_t*) override {}
+  bool remove(std::int64_t) override { return false; }
+  std::vector<cache::SearchHit> search(std::size_t nq, const float*, std::size_t k) const override {
+    return std::vector<cache::SearchHit>(nq * k);
+  }
+};
+
+TEST(Factories, TimingHooksIgnoreOtherIndexes) {
+  ListIndex index;
+  EXPECT_FALSE(enable_gpu_flat_kernel_timing(index));
+  EXPECT_FALSE(gpu_flat_last_kernel_ms(index).has_value());
+}
+
 TEST(Factories, AnswerNullWithAReasonWhenTheGpuPathCannotRun) {
   std::string why;
   EXPECT_EQ(make_gpu_flat_index(12, &why), nullptr);  // not a multiple of 8, GPU or not

@@ -81,6 +81,8 @@ TEST(GpuFlatIndex, RemoveMasksAndAddReusesSlots) {
   const std::size_t dim = 64, n = 1000;
   auto index = make_gpu_flat_index(dim, nullptr);
   ASSERT_NE(index, nullptr);
+  EXPECT_TRUE(enable_gpu_flat_kernel_timing(*index));
+  EXPECT_FALSE(gpu_flat_last_kernel_ms(*index).has_value());  // no search yet
   auto rows = normalised(n, dim, 2);
   std::vector<std::int64_t> ids(n);
   for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i);
@@ -103,6 +105,8 @@ TEST(GpuFlatIndex, RemoveMasksAndAddReusesSlots) {
   std::vector<float> queries(rows.begin(), rows.begin() + 10 * dim);
   auto hits = index->search(10, queries.data(), 5);
   for (const auto& h : hits) EXPECT_NE(h.id % 3, 0) << "removed id " << h.id << " returned";
+  ASSERT_TRUE(gpu_flat_last_kernel_ms(*index).has_value());
+  EXPECT_GT(*gpu_flat_last_kernel_ms(*index), 0.0);
   expect_matches(hits, live_rows, live_ids, dim, queries, 10, 5);
 
   // New ids land in freed slots; the freshly added vectors are found as their own best match.

@@ -42,6 +42,11 @@ inline constexpr std::size_t kGpuMaxK = 32;
 // failures; add() throws std::invalid_argument on a duplicate id.
 std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why);
 
+// For benchmarks: time each search's kernels with CUDA events (scan + merge, no transfers).
+// Both answer false/nullopt when `index` is not a gpu-flat index or no search ran since enabling.
+bool enable_gpu_flat_kernel_timing(cache::VectorIndex& index);
+std::optional<double> gpu_flat_last_kernel_ms(const cache::VectorIndex& index);
+
 struct GpuEncoderOptions {
   // Upper bound on sequences run as one forward pass; larger embed() calls are split.
   std::size_t max_batch = 64;
