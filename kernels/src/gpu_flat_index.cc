@@ -5,6 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -53,12 +54,9 @@ class GpuFlatIndex final : public cache::VectorIndex {
       staged_rows_.reserve(count * ld_);
       staged_slots_.reserve(count);
       std::uint16_t* rows = staged_rows_.get();
-      std::fill(rows, rows + count * ld_, std::uint16_t{0});
-      for (std::size_t i = 0; i < count; ++i) {
-        const float* v = vectors + (begin + i) * dim_;
-        for (std::size_t d = 0; d < dim_; ++d) rows[i * ld_ + d] = float_to_half_bits(v[d]);
+      convert_rows(vectors + begin * dim_, count, rows);
+      for (std::size_t i = 0; i < count; ++i)
         staged_slots_.get()[i] = static_cast<std::int32_t>(*slots_.assign(ids[begin + i]));
-      }
       if (slots_.used_slots() > capacity_) grow(slots_.used_slots());
       d_staged_rows_.reserve(count * ld_);
       d_staged_slots_.reserve(count);
@@ -135,6 +133,27 @@ class GpuFlatIndex final : public cache::VectorIndex {
   }
 
  private:
+  // fp32 rows -> zero-padded fp16 rows. A bulk load (warm start, benchmarks) converts millions
+  // of rows, so large chunks are split across threads.
+  void convert_rows(const float* src, std::size_t count, std::uint16_t* dst) const {
+    auto work = [&](std::size_t from, std::size_t to) {
+      for (std::size_t i = from; i < to; ++i) {
+        const float* v = src + i * dim_;
+        std::uint16_t* out = dst + i * ld_;
+        for (std::size_t d = 0; d < dim_; ++d) out[d] = float_to_half_bits(v[d]);
+        std::fill(out + dim_, out + ld_, std::uint16_t{0});
+      }
+    };
+    const std::size_t threads =
+        count * dim_ < (std::size_t{1} << 22) ? 1 : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
+    std::vector<std::thread> pool;
+    const std::size_t per = (count + threads - 1) / threads;
+    for (std::size_t t = 1; t < threads; ++t)
+      pool.emplace_back(work, std::min(count, t * per), std::min(count, (t + 1) * per));
+    work(0, std::min(count, per));
+    for (auto& th : pool) th.join();
+  }
+
   struct Timing {
     Timing() {
       TG_CUDA_CHECK(cudaEventCreate(&start));
