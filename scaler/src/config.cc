@@ -242,11 +242,14 @@ std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, 
     pool.replica_class = yaml_string(n, "replica_class", ip, kKinds[static_cast<int>(pool.actuator)]);
     if (const auto l = n["lifecycle"]) {
       const auto lp = path_join(ip, "lifecycle");
-      yaml_reject_unknown(l, lp, {"warm_pool_size", "startup_timeout", "drain_timeout", "max_parallel_starts"});
+      yaml_reject_unknown(l, lp, {"warm_pool_size", "startup_timeout", "drain_timeout", "max_parallel_starts",
+                                  "unhealthy_replace_after"});
       pool.lifecycle.warm_pool_size = static_cast<int>(yaml_int(l, "warm_pool_size", lp, 0, 0, 1000));
       pool.lifecycle.startup_timeout_s = yaml_seconds(l, "startup_timeout", lp, pool.lifecycle.startup_timeout_s);
       pool.lifecycle.drain_timeout_s = yaml_seconds(l, "drain_timeout", lp, pool.lifecycle.drain_timeout_s);
       pool.lifecycle.max_parallel_starts = static_cast<int>(yaml_int(l, "max_parallel_starts", lp, 0, 0, 1000));
+      pool.lifecycle.unhealthy_replace_after_s =
+          yaml_seconds(l, "unhealthy_replace_after", lp, pool.lifecycle.unhealthy_replace_after_s);
     }
     pool.signals.model = pool.model;
     if (const auto s = n["signals"]) {

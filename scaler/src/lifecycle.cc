@@ -219,9 +219,29 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   forget_stopped();
 }
 
+void PoolController::replace_unhealthy(double now, const GatewaySignals& gateway) {
+  for (auto& r : records_) {
+    if (r.info.state != ReplicaState::kActive) continue;
+    const auto it = gateway.replica_healthy.find(r.info.id);
+    if (it == gateway.replica_healthy.end() || it->second) {
+      r.info.unhealthy_since = -1;
+      continue;
+    }
+    if (r.info.unhealthy_since < 0) r.info.unhealthy_since = now;
+    if (config_.unhealthy_replace_after_s <= 0 || now - r.info.unhealthy_since < config_.unhealthy_replace_after_s)
+      continue;
+    report(now, r.info.id, "unhealthy",
+           "gateway health checks failing for " + std::to_string(static_cast<int>(now - r.info.unhealthy_since)) + "s");
+    ++replaced_;
+    stop_replica(r, now, true);
+  }
+  forget_stopped();
+}
+
 void PoolController::step(double now, int desired_active, const GatewaySignals* gateway) {
   reconcile(now, actuator_.observe());
   expire(now);
+  if (gateway) replace_unhealthy(now, *gateway);
   converge(now, std::max(0, desired_active), gateway);
   // A start asked for this tick shows up as a process (or a pending pod) right away.
   reconcile(now, actuator_.observe());

@@ -252,6 +252,32 @@ TEST_F(Fixture, SurplusWarmReplicasAreStoppedAndLeastBusyIsDrained) {
   EXPECT_EQ(routing.drained[0], "r1");
 }
 
+TEST_F(Fixture, ActiveReplicaTheGatewayHoldsUnhealthyIsReplaced) {
+  LifecycleConfig c;
+  c.unhealthy_replace_after_s = 30;
+  PoolController pool("m", "gpu", c, act, routing);
+  pool.step(0, 2);
+  act.ready_all();
+  pool.step(1, 2);
+  ASSERT_EQ(pool.counts().active, 2);
+  GatewaySignals gw;
+  gw.replica_healthy = {{"r1", false}, {"r2", true}};
+  pool.step(10, 2, &gw);
+  pool.step(39, 2, &gw);
+  EXPECT_TRUE(act.stopped.empty()) << "a blip is not a reason";
+  gw.replica_healthy["r1"] = true;  // recovered: the clock resets
+  pool.step(40, 2, &gw);
+  gw.replica_healthy["r1"] = false;
+  pool.step(41, 2, &gw);
+  pool.step(70, 2, &gw);
+  EXPECT_TRUE(act.stopped.empty());
+  pool.step(72, 2, &gw);
+  ASSERT_EQ(act.stopped, std::vector<std::string>{"r1"});
+  EXPECT_EQ(routing.removed, std::vector<std::string>{"r1"});
+  EXPECT_EQ(act.starts, 3) << "replacement";
+  EXPECT_EQ(pool.events().back().kind, "unhealthy");
+}
+
 TEST_F(Fixture, ShutdownStopsEverything) {
   auto pool = make(1);
   pool->step(0, 1);

@@ -22,6 +22,9 @@ struct LifecycleConfig {
   double startup_timeout_s = 600;  // never healthy within this: stopped, replaced, reported
   double drain_timeout_s = 900;    // generous: in-flight generations finish before a stop
   int max_parallel_starts = 0;     // 0 = unlimited
+  // An active replica the gateway has held unhealthy this long (alive but hung, say) is
+  // removed, stopped and replaced. 0 = never.
+  double unhealthy_replace_after_s = 120;
 };
 
 // Cost accounting charges by state, so every transition is published.
@@ -36,13 +39,14 @@ struct ReplicaInfo {
   double created = 0;         // asked for / first seen
   bool placeholder = false;   // asked for, not visible yet (Kubernetes pending pod)
   bool drain_to_warm = false; // demotion: back to the warm pool once drained
+  double unhealthy_since = -1; // gateway reports it unhealthy since (active only)
 };
 
 // Faults and notable transitions, kept for GET /admin/scaler.
 struct PoolEvent {
   double t = 0;
   std::string replica_id;
-  std::string kind;  // "startup_timeout", "died", "drain_timeout", "start_failed"
+  std::string kind;  // "startup_timeout", "died", "died_starting", "unhealthy", "drain_timeout", "start_failed"
   std::string detail;
 };
 
@@ -82,6 +86,7 @@ class PoolController final {
   void set_state(Record& r, ReplicaState s, double now);
   void reconcile(double now, const PoolObservation& obs);
   void expire(double now);
+  void replace_unhealthy(double now, const GatewaySignals& gateway);
   void converge(double now, int desired_active, const GatewaySignals* gateway);
   void stop_replica(Record& r, double now, bool routed);
   void report(double now, const std::string& id, const std::string& kind, const std::string& detail);
