@@ -222,7 +222,8 @@ TEST_F(K8sTest, ApiOutageKeepsTheLastView) {
 }
 
 TEST_F(K8sTest, TokenAndNamespaceFilesAreRead) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = ::testing::TempDir() + "k8s_sa_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
   std::ofstream(dir + "/token") << "tok-1\n";
   std::ofstream(dir + "/namespace") << "ns1\n";
   auto c = config();
@@ -239,6 +240,7 @@ TEST_F(K8sTest, TokenAndNamespaceFilesAreRead) {
   EXPECT_EQ(reqs.front().headers.at("authorization"), "Bearer tok-1");
   EXPECT_EQ(reqs.back().headers.at("authorization"), "Bearer tok-2");
   EXPECT_NE(reqs.front().target.find("/namespaces/ns1/"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 int free_port() {
