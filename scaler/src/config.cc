@@ -218,6 +218,10 @@ void parse_actuator(const YAML::Node& n, const std::string& path, ModelPoolConfi
 
 }  // namespace
 
+PolicyConfig parse_policy_config(const YAML::Node& node, const std::string& path) {
+  return parse_policy(node ? node : YAML::Node(), path);
+}
+
 std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, const std::string& path) {
   auto cfg = std::make_shared<ScalerConfig>();
   if (!node || node.IsNull()) return cfg;

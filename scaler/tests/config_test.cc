@@ -116,6 +116,14 @@ TEST(ScalerConfig, RejectsBadInputNamingKeyAndLine) {
   }
 }
 
+TEST(ScalerConfig, PolicyAloneForTheReplayTool) {
+  const auto root = YAML::Load("policy:\n  max_replicas: 3\n  stable_window: 20s\n");
+  const auto p = parse_policy_config(root["policy"], "policy");
+  EXPECT_EQ(p.max_replicas, 3);
+  EXPECT_DOUBLE_EQ(p.stable_window_s, 20);
+  EXPECT_THROW(parse_policy_config(YAML::Load("{max_replicas: -1}"), "policy"), ConfigError);
+}
+
 TEST(ScalerConfig, EmptySectionIsNoPools) { EXPECT_TRUE(parse("scaler: {}\n")->pools.empty()); }
 
 }  // namespace

@@ -36,6 +36,9 @@ struct ScalerConfig {
   std::vector<ModelPoolConfig> pools;
 };
 
+// One pool's `policy:` mapping (also used by the replay tool's config). Throws ConfigError.
+PolicyConfig parse_policy_config(const YAML::Node& node, const std::string& path);
+
 // `node` is the scaler section; `path` its key path ("scaler"). Throws ConfigError.
 std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, const std::string& path);
 
