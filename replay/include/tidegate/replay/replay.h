@@ -18,7 +18,7 @@ namespace tidegate::replay {
 struct ReplicaProfile {
   std::string name = "llama-3-8b-a100-80gb";
   sim::TimingParams timing;       // tidegate_sim defaults; startup_s is set from cold_start_s
-  double cold_start_s = 90;       // container start + weights load + engine warm-up
+  double cold_start_s = 60;       // container start + weights load + engine warm-up
   double warm_promotion_s = 5;    // warm (loaded, unrouted) -> active
   double usd_per_gpu_hour = 1.79;
   int gpus_per_replica = 1;
@@ -29,7 +29,7 @@ struct ReplicaProfile {
 };
 
 struct Slo {
-  double ttft_s = 2.0;
+  double ttft_s = 1.0;
   double e2e_s = 60.0;
   double attainment = 0.99;  // the fraction of requests that must meet the TTFT objective
 };
