@@ -1,7 +1,6 @@
 #include "tidegate/cache/embed_batcher.h"
 
 #include <algorithm>
-#include <atomic>
 
 namespace tidegate::cache {
 
@@ -35,15 +34,16 @@ EmbedBatcher::EmbedBatcher(std::shared_ptr<Embedder> embedder, const EmbedBatche
 
 EmbedBatcher::~EmbedBatcher() { shutdown(); }
 
-bool EmbedBatcher::finish(const ItemPtr& item, std::vector<float> vec, std::exception_ptr error) {
-  if (item->delivered.exchange(true)) return false;
+void EmbedBatcher::finish(const ItemPtr& item, std::vector<float> vec, std::exception_ptr error,
+                          std::atomic<std::size_t>* counter) {
+  if (item->delivered.exchange(true)) return;
+  if (counter != nullptr) counter->fetch_add(1);
   Callback done = std::move(item->done);
   try {
     done(std::move(vec), std::move(error));
   } catch (...) {
     // A throwing callback is a caller bug; it must not take a worker thread down with it.
   }
-  return true;
 }
 
 void EmbedBatcher::submit(std::string text, Clock::time_point deadline, Callback done) {
@@ -62,9 +62,7 @@ void EmbedBatcher::submit(std::string text, Clock::time_point deadline, Callback
     } else if (queue_.size() >= options_.max_queue) {
       refused = batcher_error(EmbedBatcherError::Reason::kOverloaded, "embed batcher: queue full");
     }
-    if (refused) {
-      ++stats_.refused;
-    } else {
+    if (!refused) {
       queue_.push_back(item);
       if (deadline < reaper_target_) {
         reaper_target_ = deadline;
@@ -73,7 +71,7 @@ void EmbedBatcher::submit(std::string text, Clock::time_point deadline, Callback
     }
   }
   if (refused) {
-    finish(item, {}, refused);
+    finish(item, {}, refused, &refused_);
     return;
   }
   work_cv_.notify_one();
@@ -110,8 +108,8 @@ void EmbedBatcher::worker() {
     }
     const auto slot = in_flight_.insert(in_flight_.end(), batch);
     ++busy_;
-    ++stats_.batches;
-    stats_.texts += batch.size();
+    batches_.fetch_add(1);
+    texts_.fetch_add(batch.size());
     lk.unlock();
 
     std::vector<std::string> texts;
@@ -130,21 +128,19 @@ void EmbedBatcher::worker() {
       error = std::current_exception();
     }
     const auto now = Clock::now();
-    std::size_t expired = 0, failed = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (error) {
-        failed += finish(batch[i], {}, error);
+        finish(batch[i], {}, error, &failed_);
       } else if (now > batch[i]->deadline) {
-        expired += finish(batch[i], {}, batcher_error(EmbedBatcherError::Reason::kDeadline, "embed batcher: deadline exceeded"));
+        finish(batch[i], {}, batcher_error(EmbedBatcherError::Reason::kDeadline, "embed batcher: deadline exceeded"),
+               &expired_);
       } else {
-        finish(batch[i], std::vector<float>(vecs.begin() + i * dim_, vecs.begin() + (i + 1) * dim_), nullptr);
+        finish(batch[i], std::vector<float>(vecs.begin() + i * dim_, vecs.begin() + (i + 1) * dim_), nullptr, nullptr);
       }
     }
     lk.lock();
     in_flight_.erase(slot);
     --busy_;
-    stats_.expired += expired;
-    stats_.failed += failed;
   }
 }
 
@@ -178,12 +174,11 @@ void EmbedBatcher::reaper() {
     reaper_target_ = next;
     if (!expired.empty()) {
       lk.unlock();
-      std::size_t count = 0;
       for (const auto& item : expired) {
-        count += finish(item, {}, batcher_error(EmbedBatcherError::Reason::kDeadline, "embed batcher: deadline exceeded"));
+        finish(item, {}, batcher_error(EmbedBatcherError::Reason::kDeadline, "embed batcher: deadline exceeded"),
+               &expired_);
       }
       lk.lock();
-      stats_.expired += count;
       continue;
     }
     if (next == Clock::time_point::max()) {
@@ -208,18 +203,21 @@ void EmbedBatcher::shutdown() {
     if (w.joinable()) w.join();
   }
   if (reaper_thread_.joinable()) reaper_thread_.join();
-  std::size_t count = 0;
   for (const auto& item : pending) {
-    count += finish(item, {}, batcher_error(EmbedBatcherError::Reason::kShutdown, "embed batcher: shut down"));
+    finish(item, {}, batcher_error(EmbedBatcherError::Reason::kShutdown, "embed batcher: shut down"), &refused_);
   }
   std::lock_guard lk(mu_);
-  stats_.refused += count;
   workers_.clear();
 }
 
 EmbedBatcher::Stats EmbedBatcher::stats() const {
-  std::lock_guard lk(mu_);
-  return stats_;
+  Stats s;
+  s.batches = batches_.load();
+  s.texts = texts_.load();
+  s.expired = expired_.load();
+  s.refused = refused_.load();
+  s.failed = failed_.load();
+  return s;
 }
 
 }  // namespace tidegate::cache

@@ -10,8 +10,9 @@ namespace {
 
 class MiniLMEmbedder final : public Embedder {
  public:
-  MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, std::size_t max_seq, bool half)
-      : model_(std::move(model)), packed_(pack_minilm(model_->weights(), half)), max_seq_(max_seq) {}
+  MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, std::size_t max_seq, std::size_t max_pass_tokens)
+      : model_(std::move(model)), packed_(pack_minilm(model_->weights())), max_seq_(max_seq),
+        max_pass_tokens_(max_pass_tokens) {}
 
   std::size_t dim() const override { return model_->weights().config.hidden; }
   std::string name() const override { return "minilm"; }
@@ -22,16 +23,33 @@ class MiniLMEmbedder final : public Embedder {
       if (std::chrono::steady_clock::now() >= deadline) throw std::runtime_error("minilm: deadline exceeded");
     };
     check();
+    // Scratch grows with the tokens of one pass (~14 KB each), so a huge batch runs as several
+    // passes of about max_pass_tokens_; rows do not interact, so the result is the same.
+    std::vector<float> out;
+    out.reserve(texts.size() * dim());
     std::vector<std::vector<std::int32_t>> ids;
-    ids.reserve(texts.size());
-    for (const auto& text : texts) ids.push_back(model_->tokenizer().encode(text, max_seq_));
-    return minilm_forward_checked(model_->weights(), &packed_, ids, check);
+    std::size_t tokens = 0;
+    auto run = [&] {
+      const auto part = minilm_forward_checked(model_->weights(), &packed_, ids, check);
+      out.insert(out.end(), part.begin(), part.end());
+      ids.clear();
+      tokens = 0;
+    };
+    for (const auto& text : texts) {
+      ids.push_back(model_->tokenizer().encode(text, max_seq_));
+      tokens += ids.back().size();
+      if (tokens >= max_pass_tokens_) run();
+    }
+    if (!ids.empty()) run();
+    return out;
   }
+
 
  private:
   std::shared_ptr<const MiniLMModel> model_;
   const std::vector<PackedMiniLMLayer> packed_;  // ~43 MB for MiniLM-L6; read-only, shared by all calls
   std::size_t max_seq_;
+  std::size_t max_pass_tokens_;
 };
 
 }  // namespace
@@ -45,7 +63,8 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
   const std::size_t model_max = model->weights().config.max_seq_length;
   std::size_t max_seq = options.max_seq_length == 0 ? model_max : std::min(options.max_seq_length, model_max);
   if (max_seq < 2) throw std::invalid_argument("minilm: max_seq_length must be at least 2");
-  return std::make_unique<MiniLMEmbedder>(std::move(model), max_seq, options.fp16_weights);
+  if (options.max_pass_tokens == 0) throw std::invalid_argument("minilm: max_pass_tokens must be positive");
+  return std::make_unique<MiniLMEmbedder>(std::move(model), max_seq, options.max_pass_tokens);
 }
 
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options) {

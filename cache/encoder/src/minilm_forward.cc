@@ -97,13 +97,13 @@ float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f
 
 }  // namespace
 
-std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w, bool half) {
+std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w) {
   const std::size_t H = w.config.hidden, I = w.config.intermediate;
   std::vector<PackedMiniLMLayer> layers;
   layers.reserve(w.layers.size());
   for (const auto& l : w.layers) {
-    layers.push_back(PackedMiniLMLayer{PackedLinear(l.qkv_weight, 3 * H, H, half), PackedLinear(l.attn_out_weight, H, H, half),
-                                       PackedLinear(l.ffn_in_weight, I, H, half), PackedLinear(l.ffn_out_weight, H, I, half)});
+    layers.push_back(PackedMiniLMLayer{PackedLinear(l.qkv_weight, 3 * H, H), PackedLinear(l.attn_out_weight, H, H),
+                                       PackedLinear(l.ffn_in_weight, I, H), PackedLinear(l.ffn_out_weight, H, I)});
   }
   return layers;
 }

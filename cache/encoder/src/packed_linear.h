@@ -12,9 +12,8 @@ class PackedLinear final {
  public:
   static constexpr std::size_t kPanel = 16;  // outputs per panel (one AVX-512 or two AVX2 registers)
 
-  // w: [out, in] row-major (nn.Linear layout). half: store the panels as IEEE fp16 (half the
-  // memory traffic; the products still run in fp32).
-  PackedLinear(const float* w, std::size_t out, std::size_t in, bool half = false);
+  // w: [out, in] row-major (nn.Linear layout).
+  PackedLinear(const float* w, std::size_t out, std::size_t in);
 
   // y[rows, out] = x[rows, in] * W^T + bias.
   void apply(const float* x, std::size_t rows, const float* bias, float* y) const;
@@ -24,9 +23,7 @@ class PackedLinear final {
 
  private:
   std::size_t out_, in_;
-  // [ceil(out/kPanel)][in][kPanel], zero-padded; exactly one of the two is filled.
-  std::vector<float> panels_;
-  std::vector<_Float16> half_panels_;
+  std::vector<float> panels_;  // [ceil(out/kPanel)][in][kPanel], zero-padded
 };
 
 }  // namespace tidegate::cache

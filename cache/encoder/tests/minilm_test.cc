@@ -74,6 +74,12 @@ TEST_F(MiniLM, BatchingDoesNotChangeAnyRow) {
     for (std::size_t d = 0; d < 384; ++d) ASSERT_NEAR(single[d], batch[i * 384 + d], 1e-5) << texts[i];
   }
   EXPECT_TRUE(embedder->embed({}, deadline).empty());
+  MiniLMOptions small_passes;
+  small_passes.max_pass_tokens = 16;  // the first 6 texts run as several passes
+  const std::vector<std::string> head(texts.begin(), texts.begin() + 6);
+  const auto split = make_minilm_embedder(model_, small_passes)->embed(head, deadline);
+  ASSERT_EQ(split.size(), head.size() * 384);
+  for (std::size_t i = 0; i < split.size(); ++i) ASSERT_NEAR(split[i], batch[i], 1e-5) << i;
 }
 
 TEST_F(MiniLM, PackedKernelsAgreeWithOpenBlasPath) {

@@ -3,6 +3,7 @@
 // workers gather texts that arrive together into one embed() call. Batching is "natural": a
 // worker takes what is queued at once, and waits up to max_wait for more only while another
 // worker is busy (under load), so a lone request at idle pays no batching delay.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -75,8 +76,10 @@ class EmbedBatcher final {
   using ItemPtr = std::shared_ptr<Item>;
   void worker();
   void reaper();
-  // Delivers the outcome unless someone already did; true when this call delivered it.
-  static bool finish(const ItemPtr& item, std::vector<float> vec, std::exception_ptr error);
+  // Delivers the outcome unless someone already did; counts it in *counter (before the callback
+  // runs, so a caller that saw its callback also sees the count).
+  static void finish(const ItemPtr& item, std::vector<float> vec, std::exception_ptr error,
+                     std::atomic<std::size_t>* counter);
 
   const std::shared_ptr<Embedder> embedder_;
   const EmbedBatcherOptions options_;
@@ -89,8 +92,8 @@ class EmbedBatcher final {
   std::list<std::vector<ItemPtr>> in_flight_;
   std::size_t busy_ = 0;
   bool stopping_ = false;
+  std::atomic<std::size_t> batches_{0}, texts_{0}, expired_{0}, refused_{0}, failed_{0};
   std::chrono::steady_clock::time_point reaper_target_ = std::chrono::steady_clock::time_point::max();
-  Stats stats_;
   std::vector<std::thread> workers_;
   std::thread reaper_thread_;
 };

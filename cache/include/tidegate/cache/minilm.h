@@ -143,10 +143,9 @@ struct MiniLMOptions {
   // inside each call. When > 0, openblas_set_num_threads(blas_threads) runs once at creation;
   // note that this setting is process-wide. 0 leaves OpenBLAS as configured (OPENBLAS_NUM_THREADS).
   int blas_threads = 1;
-  // Keep the dense weights as fp16 in the CPU embedder's packed copy (products stay fp32). The
-  // forward pass streams every weight once per call, so on short prompts it is bound by memory
-  // bandwidth; half the bytes make it faster, at a cosine vs. fp32 of about 0.99999.
-  bool fp16_weights = false;
+  // A larger embed() call runs as several forward passes of about this many tokens, which bounds
+  // the per-call scratch memory (~14 KB per token) whatever the caller sends.
+  std::size_t max_pass_tokens = 4096;
 };
 
 // name() is "minilm", dim() the hidden size. embed() is thread-safe (all scratch is per call),
