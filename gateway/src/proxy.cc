@@ -46,7 +46,7 @@ void Session::proxy() {
   auto pool = pool_;
   auto got = pool_->acquire([weak, ex, pool](ReplicaPtr r) {
     net::post(ex, [weak, pool, r] {
-      if (auto self = weak.lock()) self->on_granted(r);
+      if (auto self = weak.lock()) self->on_granted(pool, r);
       else if (r) pool->release(r, Outcome::kNeutral);
     });
   });
@@ -88,9 +88,9 @@ void Session::proxy() {
   });
 }
 
-void Session::on_granted(ReplicaPtr replica) {
-  if (!waiting_in_queue_ || !ctx_) {  // gave up meanwhile
-    if (replica) pool_->release(replica, Outcome::kNeutral);
+void Session::on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica) {
+  if (!waiting_in_queue_ || !ctx_ || pool != pool_) {  // gave up meanwhile
+    if (replica) pool->release(replica, Outcome::kNeutral);
     return;
   }
   waiting_in_queue_ = false;

@@ -97,9 +97,21 @@ void Session::on_header(beast::error_code ec) {
     impl_->stats.local_reply("bad_http");
     return send_error(bad_request("malformed HTTP request: " + ec.message(), "", "bad_http"), true);
   }
-  stream_.expires_after(secs(config_->timeouts.body_read_s));
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+  auto read_body = [self = shared_from_this()] {
+    self->stream_.expires_after(secs(self->config_->timeouts.body_read_s));
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code ec, std::size_t) { self->on_body(ec); });
+  };
+  // curl and others wait (up to a second) for this before sending a larger body.
+  if (beast::iequals(parser_->get()[http::field::expect], "100-continue") && !parser_->is_done()) {
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream_.expires_after(secs(config_->timeouts.write_s));
+    return net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this(), read_body](beast::error_code ec, std::size_t) {
+      if (ec) return self->close();
+      read_body();
+    });
+  }
+  read_body();
 }
 
 void Session::on_body(beast::error_code ec) {

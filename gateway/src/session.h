@@ -41,7 +41,7 @@ class Session final : public std::enable_shared_from_this<Session> {
 
   // --- upstream (proxy.cc)
   void proxy();
-  void on_granted(ReplicaPtr replica);
+  void on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica);
   void start_attempt(ReplicaPtr replica, bool fresh_connection);
   void connect(const ReplicaPtr& replica);
   void send_upstream();

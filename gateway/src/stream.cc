@@ -8,6 +8,7 @@
 namespace tidegate::gateway {
 void Session::start_stream() {
   response_started_ = true;
+  stream_sr_.reset();  // it points at the previous head
   stream_head_.emplace(http::status::ok, req_.version());
   auto& h = *stream_head_;
   h.set(http::field::server, "tidegate");

@@ -241,9 +241,20 @@ models:
         self.proc.send_signal(sig)
 
     def close(self):
+        """Graceful stop (SIGTERM drain); the process must exit 0 with no sanitizer report."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+                raise AssertionError("gateway did not exit after SIGTERM")
+        time.sleep(0.05)  # let the stderr reader catch the last lines
+        text = "".join(self.log)
+        for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            assert marker not in text, text[-4000:]
+        assert self.proc.returncode == 0, f"gateway exit code {self.proc.returncode}: {text[-2000:]}"
 
 
 def chat(model="m", content="hello", **kw):

@@ -144,7 +144,8 @@ def test_upstream_dies_mid_stream(env):
         assert "error" in last, events[-3:]
         assert set(last["error"]) == {"message", "type", "param", "code"}
         assert "[DONE]" not in events
-        entry = [e for e in gw.access_entries() if e["model"] == "sim"][-1]
+        # The log line is written right after the last byte; the client may be faster.
+        entry = wait_until(lambda: [e for e in gw.access_entries() if e["model"] == "sim"], what="access log")[-1]
         assert entry["reason"] in ("stream_broken", "stream_truncated"), entry
     finally:
         gw.close()

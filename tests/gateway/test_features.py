@@ -55,7 +55,7 @@ def test_usage_stripping(env):
         assert plain[-1] == "[DONE]" and len(plain) == 5
         assert any(json.loads(p).get("usage") for p in asked[:-1])
         # The gateway learned the tokens in both cases.
-        entries = [e for e in gw.access_entries() if e["model"] == "m"]
+        entries = wait_until(lambda: len(gw.access_entries()) == 2 and gw.access_entries(), what="access log")
         assert [e["completion_tokens"] for e in entries] == [4, 4], entries
     finally:
         gw.close()
@@ -85,6 +85,7 @@ def test_load_balancing_spread(env):
         with httpx.Client(timeout=20) as c, cf.ThreadPoolExecutor(6) as ex:
             codes = list(ex.map(lambda _: c.post(gw.url + "/v1/chat/completions", json=chat("sim", max_tokens=3)).status_code, range(60)))
         assert codes == [200] * 60
+        wait_until(lambda: len(gw.access_entries()) == 60, what="access log")
         counts = {}
         for e in gw.access_entries():
             counts[e["upstream"]] = counts.get(e["upstream"], 0) + 1
@@ -158,7 +159,7 @@ def test_sighup_reload(env):
             ids = {m["id"] for m in c.get("/v1/models").json()["data"]}
             assert ids == {"m", "n"}
         assert len(a.requests) == 1 and len(b.requests) == 2  # old replica drained out
-        entries = gw.access_entries()
+        entries = wait_until(lambda: len(gw.access_entries()) == 4 and gw.access_entries(), what="access log")
         assert entries[-1]["tenant"] == "acme" and entries[-1]["key"] == "team-a"
         assert not any("sk-reload-0001" in json.dumps(e) for e in entries)
         assert not any("sk-reload-0001" in l for l in gw.log)

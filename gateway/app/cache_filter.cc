@@ -1,0 +1,101 @@
+#include "cache_filter.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace tidegate::app {
+namespace {
+
+std::string header(const gateway::RequestContext& ctx, const std::string& name) {
+  const auto it = ctx.request_headers.find(name);
+  return it == ctx.request_headers.end() ? std::string() : it->second;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// The plan travels with the request from pre_forward to on_complete.
+struct PlanHolder {
+  cache::CachePlan plan;
+};
+
+}  // namespace
+
+void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) {
+  const bool chat = ctx->path.rfind("/v1/chat/completions", 0) == 0;
+  const bool completions = ctx->path.rfind("/v1/completions", 0) == 0;
+  if ((!chat && !completions) || !ctx->body || !ctx->body->is_object()) return done(std::nullopt);
+
+  cache::RequestView view;
+  view.endpoint = chat ? cache::RequestView::Endpoint::kChat : cache::RequestView::Endpoint::kCompletions;
+  view.model = ctx->model;
+  view.tenant = ctx->tenant;
+  view.body = &ctx->body->as_object();
+  view.cache_control = header(*ctx, "cache-control");
+  view.cache_directive = header(*ctx, "x-tidegate-cache");
+  if (const auto ttl = header(*ctx, "x-tidegate-cache-ttl"); !ttl.empty()) {
+    char* end = nullptr;
+    const double v = std::strtod(ttl.c_str(), &end);
+    if (end && *end == '\0' && std::isfinite(v) && v >= 0) view.ttl_override_s = v;
+  }
+  auto holder = std::make_shared<PlanHolder>();
+  holder->plan = cache_->plan(view);
+  ctx->extensions["cache.plan"] = holder;
+  if (!holder->plan.read) {
+    const auto status = std::string(cache::to_string(holder->plan.status_without_hit));
+    ctx->attributes[kStatus] = status;
+    ctx->response_headers.emplace_back("x-tidegate-cache", status);
+    return done(std::nullopt);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // the cache caps it lower
+  cache_->lookup(holder->plan, deadline, [ctx, holder, done = std::move(done)](cache::LookupResult r) {
+    if (r.status != cache::CacheStatus::kHit) {
+      const auto status = std::string(cache::to_string(r.status));
+      ctx->attributes[kStatus] = status;
+      ctx->response_headers.emplace_back("x-tidegate-cache", status);
+      return done(std::nullopt);
+    }
+    gateway::LocalReply reply;
+    reply.reason = "cache_hit";
+    const auto endpoint = ctx->path.rfind("/v1/chat/completions", 0) == 0 ? cache::RequestView::Endpoint::kChat
+                                                                           : cache::RequestView::Endpoint::kCompletions;
+    if (ctx->stream) {
+      reply.content_type = "text/event-stream";
+      reply.body = cache::render_hit_sse(endpoint, ctx->model, r.answer, ctx->client_wants_usage);
+      reply.headers.emplace_back("Cache-Control", "no-cache");
+    } else {
+      reply.body = cache::render_hit_json(endpoint, ctx->model, r.answer);
+    }
+    ctx->attributes[kStatus] = "hit";
+    ctx->attributes[kPromptTokens] = std::to_string(r.answer.prompt_tokens);
+    ctx->attributes[kCompletionTokens] = std::to_string(r.answer.completion_tokens);
+    ctx->attributes["cache.entry_id"] = std::to_string(r.entry_id);
+    ctx->prompt_tokens = r.answer.prompt_tokens;
+    ctx->completion_tokens = r.answer.completion_tokens;
+    reply.headers.emplace_back("x-tidegate-cache", "hit");
+    reply.headers.emplace_back("x-tidegate-cache-similarity", fixed(r.similarity, 4));
+    reply.headers.emplace_back("x-tidegate-cache-age", std::to_string(static_cast<long long>(std::floor(r.age_s))));
+    reply.headers.emplace_back("x-tidegate-cache-entry", std::to_string(r.entry_id));
+    done(std::move(reply));
+  });
+}
+
+void CacheFilter::on_complete(const gateway::RequestContext& ctx) {
+  if (ctx.local_reply || ctx.status != 200 || !ctx.complete) return;
+  const auto it = ctx.extensions.find("cache.plan");
+  if (it == ctx.extensions.end()) return;
+  const auto& plan = std::static_pointer_cast<PlanHolder>(it->second)->plan;
+  if (!plan.write) return;
+  if (ctx.finish_reason != "stop" && ctx.finish_reason != "length") return;  // cut or tool answers are not stored
+  cache::CachedAnswer answer;
+  answer.content = ctx.content;
+  answer.finish_reason = ctx.finish_reason;
+  answer.prompt_tokens = std::max<std::int64_t>(0, ctx.prompt_tokens);
+  answer.completion_tokens = std::max<std::int64_t>(0, ctx.completion_tokens);
+  cache_->insert(plan, std::move(answer));
+}
+
+}  // namespace tidegate::app

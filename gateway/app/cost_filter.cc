@@ -1,0 +1,125 @@
+#include "cost_filter.h"
+
+#include <cstdio>
+
+#include "cache_filter.h"
+
+namespace tidegate::app {
+namespace {
+
+std::string usd(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.8f", v);
+  return buf;
+}
+
+}  // namespace
+
+struct CostFilter::State {
+  std::uint64_t handle = 0;  // open ledger request (0: none)
+  double cost = 0;           // settled so far (all attempts, or the cache lookup)
+  bool reported = false;     // the client already saw the figure
+};
+
+cost::RequestLabels labels_of(const gateway::RequestContext& ctx) {
+  cost::RequestLabels l;
+  l.model = ctx.model;
+  l.tenant = ctx.tenant;
+  l.key_id = ctx.key_name;
+  l.tags = ctx.tags;
+  return l;
+}
+
+CostFilter::State& CostFilter::state(gateway::RequestContext& ctx) {
+  auto& slot = ctx.extensions["cost.state"];
+  if (!slot) slot = std::make_shared<State>();
+  return *std::static_pointer_cast<State>(slot);
+}
+
+CostFilter::State* CostFilter::find_state(const gateway::RequestContext& ctx) {
+  const auto it = ctx.extensions.find("cost.state");
+  return it == ctx.extensions.end() ? nullptr : static_cast<State*>(it->second.get());
+}
+
+void CostFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) {
+  const auto decision = accounting_->check_budget(labels_of(*ctx), clock_());
+  if (decision.allowed) return done(std::nullopt);
+  gateway::LocalReply reply;
+  reply.status = 429;
+  reply.reason = "budget_exceeded";
+  reply.body = cost::budget_error_body(decision);
+  done(std::move(reply));
+}
+
+void CostFilter::on_attempt_start(gateway::RequestContext& ctx) {
+  auto& s = state(ctx);
+  settle(ctx, s);  // a retry: the failed attempt keeps what it cost
+  s.handle = accounting_->request_started(labels_of(ctx), ctx.replica_id, clock_());
+}
+
+void CostFilter::on_attempt_end(gateway::RequestContext& ctx, bool success) {
+  if (!success) settle(ctx, state(ctx));
+}
+
+void CostFilter::settle(gateway::RequestContext& ctx, State& s) {
+  if (!s.handle) return;
+  const double now = clock_();
+  if (ctx.prompt_tokens >= 0 || ctx.completion_tokens >= 0)
+    accounting_->request_progress(s.handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
+                                  std::max<std::int64_t>(0, ctx.completion_tokens), now);
+  s.cost += accounting_->request_finished(s.handle, now);
+  s.handle = 0;
+}
+
+void CostFilter::on_stream_event(gateway::RequestContext& ctx, boost::json::object* usage_chunk) {
+  auto& s = state(ctx);
+  if (!s.handle) return;
+  if (!usage_chunk) {
+    accounting_->request_progress(s.handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
+                                  std::max<std::int64_t>(0, ctx.completion_tokens), clock_());
+    return;
+  }
+  // The usage chunk is the replica's last word: the request's cost is final now.
+  settle(ctx, s);
+  (*usage_chunk)["tidegate_cost_usd"] = s.cost;
+  ctx.attributes["cost_usd"] = usd(s.cost);
+  s.reported = true;
+}
+
+void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
+  auto& s = state(ctx);
+  if (ctx.local_reply) {
+    const auto it = ctx.attributes.find(CacheFilter::kStatus);
+    if (it == ctx.attributes.end() || it->second != "hit") return;  // errors and refusals cost nothing
+    const auto tokens = [&](const char* key) {
+      const auto t = ctx.attributes.find(key);
+      return t == ctx.attributes.end() ? 0LL : std::atoll(t->second.c_str());
+    };
+    double saving = 0;
+    s.cost = accounting_->cache_hit(labels_of(ctx), tokens(CacheFilter::kPromptTokens),
+                                    tokens(CacheFilter::kCompletionTokens), clock_(), &saving);
+    ctx.attributes["cache_saving_usd"] = usd(saving);
+  } else if (!ctx.stream) {
+    settle(ctx, s);  // non-stream: the whole answer (and its usage) is in hand
+  } else {
+    return;  // stream heads go out before any token: the cost rides on the usage chunk
+  }
+  ctx.response_headers.emplace_back("x-tidegate-cost-usd", usd(s.cost));
+  ctx.attributes["cost_usd"] = usd(s.cost);
+  s.reported = true;
+}
+
+void CostFilter::on_complete(const gateway::RequestContext& ctx) {
+  // Streams without a usage chunk for the client, broken streams and disconnects end here:
+  // the replica time they used is still charged to them.
+  auto* s = find_state(ctx);
+  if (!s || !s->handle) return;
+  const double now = clock_();
+  if (ctx.prompt_tokens >= 0 || ctx.completion_tokens >= 0)
+    accounting_->request_progress(s->handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
+                                  std::max<std::int64_t>(0, ctx.completion_tokens), now);
+  s->cost += accounting_->request_finished(s->handle, now);
+  s->handle = 0;
+}
+
+}  // namespace tidegate::app

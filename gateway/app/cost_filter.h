@@ -1,0 +1,39 @@
+#pragma once
+// Prices every request and enforces budgets: a hard budget refuses before forwarding; each
+// attempt on a replica is a ledger request that shares the replica's time by token work; the
+// cost is reported in x-tidegate-cost-usd (non-stream) or on the final usage chunk (stream).
+#include <functional>
+#include <memory>
+
+#include "tidegate/cost/accounting.h"
+#include "tidegate/gateway/gateway.h"
+
+namespace tidegate::app {
+
+class CostFilter final : public gateway::RequestFilter {
+ public:
+  // `clock` returns Unix seconds (budgets have UTC day/month periods).
+  CostFilter(std::shared_ptr<cost::CostAccounting> accounting, std::function<double()> clock)
+      : accounting_(std::move(accounting)), clock_(std::move(clock)) {}
+
+  void pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) override;
+  void on_attempt_start(gateway::RequestContext& ctx) override;
+  void on_attempt_end(gateway::RequestContext& ctx, bool success) override;
+  void on_stream_event(gateway::RequestContext& ctx, boost::json::object* usage_chunk) override;
+  void on_response_headers(gateway::RequestContext& ctx) override;
+  void on_complete(const gateway::RequestContext& ctx) override;
+
+ private:
+  struct State;
+  static State& state(gateway::RequestContext& ctx);
+  static State* find_state(const gateway::RequestContext& ctx);
+  // Closes the open ledger request, if any, and adds its cost to the request's total.
+  void settle(gateway::RequestContext& ctx, State& s);
+
+  std::shared_ptr<cost::CostAccounting> accounting_;
+  std::function<double()> clock_;
+};
+
+cost::RequestLabels labels_of(const gateway::RequestContext& ctx);
+
+}  // namespace tidegate::app

@@ -1,0 +1,81 @@
+#include "dashboard_feed.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace tidegate::app {
+namespace {
+
+constexpr std::size_t kMaxSamplesPerBucket = 4096;  // bounded memory under any load
+
+boost::json::value quantile(std::vector<double> v, double q) {
+  if (v.empty()) return nullptr;
+  const auto k = static_cast<std::size_t>(std::min<double>(v.size() - 1, std::floor(q * v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+boost::json::object series(const char* title, const char* unit, boost::json::object lines) {
+  return {{"title", title}, {"unit", unit}, {"stacked", false}, {"lines", std::move(lines)}};
+}
+
+}  // namespace
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+DashboardFeed::Bucket& DashboardFeed::bucket_at(double t) {
+  const double t0 = std::floor(t / step_s_) * step_s_;
+  if (buckets_.empty() || buckets_.back().t0 < t0) {
+    buckets_.push_back(Bucket{t0, {}, {}, {}, {}});
+    while (buckets_.size() > points_) buckets_.pop_front();
+  }
+  // A clock step backwards lands in the newest bucket rather than rewriting history.
+  return buckets_.back();
+}
+
+void DashboardFeed::on_complete(const gateway::RequestContext& ctx) {
+  const double t = unix_now();
+  std::lock_guard lock(mu_);
+  auto& b = bucket_at(t);
+  if (b.latency_s.size() < kMaxSamplesPerBucket) b.latency_s.push_back(ctx.timings.total_s);
+  if (ctx.timings.ttfb_s >= 0 && b.ttfb_s.size() < kMaxSamplesPerBucket) b.ttfb_s.push_back(ctx.timings.ttfb_s);
+}
+
+void DashboardFeed::sample(double t, const std::map<std::string, double>& queue_depth,
+                           const std::map<std::string, std::pair<int, int>>& desired_active) {
+  std::lock_guard lock(mu_);
+  auto& b = bucket_at(t);
+  b.queue_depth = queue_depth;
+  b.desired_active = desired_active;
+}
+
+void DashboardFeed::add_series(double t, boost::json::object& out) {
+  std::lock_guard lock(mu_);
+  bucket_at(t);  // so an idle gateway still shows a moving time axis
+  boost::json::array p50, p99, ttfb;
+  std::map<std::string, boost::json::array> queue, desired, active;
+  for (const auto& b : buckets_) {
+    p50.push_back(boost::json::array{b.t0, quantile(b.latency_s, 0.5)});
+    p99.push_back(boost::json::array{b.t0, quantile(b.latency_s, 0.99)});
+    ttfb.push_back(boost::json::array{b.t0, quantile(b.ttfb_s, 0.5)});
+    for (const auto& [model, depth] : b.queue_depth) queue[model].push_back(boost::json::array{b.t0, depth});
+    for (const auto& [model, da] : b.desired_active) {
+      desired[model].push_back(boost::json::array{b.t0, da.first});
+      active[model].push_back(boost::json::array{b.t0, da.second});
+    }
+  }
+  out["latency_p50_s"] = series("Latency p50", "s", {{"all", std::move(p50)}});
+  out["latency_p99_s"] = series("Latency p99", "s", {{"all", std::move(p99)}});
+  out["ttfb_s"] = series("Time to first byte p50", "s", {{"all", std::move(ttfb)}});
+  boost::json::object qlines, slines;
+  for (auto& [model, pts] : queue) qlines[model] = std::move(pts);
+  for (auto& [model, pts] : desired) slines[model + " desired"] = std::move(pts);
+  for (auto& [model, pts] : active) slines[model + " active"] = std::move(pts);
+  out["queue_depth"] = series("Queue depth", "requests", std::move(qlines));
+  if (!slines.empty()) out["scaler_decisions"] = series("Scaler: desired vs active", "replicas", std::move(slines));
+}
+
+}  // namespace tidegate::app

@@ -1,0 +1,46 @@
+#pragma once
+// The gateway's own live series for the built-in dashboard (latency percentiles, time to
+// first byte, queue depth, scaler desired vs active), kept as fixed-width time buckets.
+// The cost library supplies the money series; the data endpoint merges both.
+#include <boost/json.hpp>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tidegate/gateway/gateway.h"
+
+namespace tidegate::app {
+
+class DashboardFeed final : public gateway::RequestFilter {
+ public:
+  DashboardFeed(double step_s, std::size_t points) : step_s_(step_s), points_(points) {}
+
+  void on_complete(const gateway::RequestContext& ctx) override;
+  // Called about once a step by the housekeeping thread.
+  void sample(double t, const std::map<std::string, double>& queue_depth,
+              const std::map<std::string, std::pair<int, int>>& desired_active);
+  // Adds this feed's series into `series` (the cost snapshot's "series" object).
+  void add_series(double t, boost::json::object& series);
+
+ private:
+  struct Bucket {
+    double t0 = 0;
+    std::vector<double> latency_s;
+    std::vector<double> ttfb_s;
+    std::map<std::string, double> queue_depth;
+    std::map<std::string, std::pair<int, int>> desired_active;
+  };
+  Bucket& bucket_at(double t);  // mu_ held
+
+  const double step_s_;
+  const std::size_t points_;
+  std::mutex mu_;
+  std::deque<Bucket> buckets_;
+};
+
+double unix_now();
+
+}  // namespace tidegate::app

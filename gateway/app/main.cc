@@ -1,0 +1,223 @@
+// tidegate --config FILE       run the gateway (SIGHUP reloads, SIGTERM drains)
+// tidegate --check-config FILE validate every section and exit (0: "config ok", 2: the error)
+//
+// Composition root: the gateway's data path plus the semantic cache, cost accounting and the
+// scaler, each built from its own config section and plugged in through the gateway's seams
+// (filters, routes, RoutingTarget/SignalSource).
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "admin_routes.h"
+#include "cache_filter.h"
+#include "cost_filter.h"
+#include "dashboard_feed.h"
+#include "tidegate/cache/cache_config.h"
+#include "tidegate/common/config_error.h"
+#include "tidegate/common/log.h"
+#include "tidegate/cost/config.h"
+#include "tidegate/scaler/config.h"
+
+namespace {
+
+using namespace tidegate;
+
+int usage(int code) {
+  std::cerr << "usage: tidegate --config FILE | --check-config FILE\n";
+  return code;
+}
+
+bool present(const YAML::Node& n) { return n && !n.IsNull(); }
+
+struct Sections {
+  std::shared_ptr<const gateway::GatewayConfig> gateway;
+  std::shared_ptr<const cache::CacheConfig> cache;
+  std::shared_ptr<const cost::CostConfig> cost;
+  std::shared_ptr<const scaler::ScalerConfig> scaler;
+};
+
+// Every section is validated before anything starts, so a typo anywhere fails at load.
+Sections load(const std::string& path) {
+  Sections s;
+  s.gateway = gateway::load_gateway_config(path);
+  if (present(s.gateway->cache)) s.cache = cache::parse_cache_config(s.gateway->cache, "cache");
+  if (present(s.gateway->cost)) s.cost = cost::parse_cost_config(s.gateway->cost, "cost");
+  if (present(s.gateway->scaler)) s.scaler = scaler::parse_scaler_config(s.gateway->scaler, "scaler");
+  if (s.cost) {
+    for (const auto& m : s.gateway->models)
+      for (const auto& r : m.replicas)
+        if (!r.replica_class.empty() && !s.cost->has_class(r.replica_class))
+          throw ConfigError("models", 0, "replica '" + r.id + "' of model '" + m.name + "' has class '" +
+                                             r.replica_class + "', which cost.replica_classes does not define");
+  }
+  if (s.scaler) {
+    for (const auto& pool : s.scaler->pools)
+      if (!s.gateway->find_model(pool.model))
+        throw ConfigError("scaler.pools", 0, "pool for model '" + pool.model + "', which models: does not define");
+  }
+  return s;
+}
+
+// Once a second: money accrues by time (idle and standby too), dashboards get a sample.
+class Housekeeping final {
+ public:
+  Housekeeping(app::Components c, const gateway::Gateway& gw, std::shared_ptr<const gateway::GatewayConfig> config)
+      : c_(std::move(c)), gw_(gw), config_(std::move(config)), thread_([this] { run(); }) {}
+  ~Housekeeping() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    int ticks = 0;
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+      lock.unlock();
+      tick(++ticks);
+      lock.lock();
+    }
+  }
+  void tick(int n) {
+    const double t = app::unix_now();
+    if (c_.accounting) {
+      c_.accounting->advance(t);
+      if (n % 10 == 0) c_.accounting->flush();
+    }
+    if (!c_.dashboard) return;
+    std::map<std::string, double> queue;
+    std::map<std::string, std::pair<int, int>> scaling;
+    for (const auto& m : config_->models) {
+      queue[m.name] = static_cast<double>(gw_.signals().sample(m.name).queue_depth);
+      if (c_.scaler) {
+        const auto decisions = c_.scaler->recent_decisions(m.name);
+        if (!decisions.empty()) scaling[m.name] = {decisions.back().desired, c_.scaler->counts(m.name).active};
+      }
+    }
+    c_.dashboard->sample(t, queue, scaling);
+  }
+
+  app::Components c_;
+  const gateway::Gateway& gw_;
+  std::shared_ptr<const gateway::GatewayConfig> config_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  bool check_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if ((arg == "--config" || arg == "--check-config") && i + 1 < argc) {
+      check_only = arg == "--check-config";
+      config_path = argv[++i];
+    } else if (arg == "-h" || arg == "--help") {
+      return usage(0);
+    } else {
+      return usage(2);
+    }
+  }
+  if (config_path.empty()) return usage(2);
+
+  Sections sections;
+  try {
+    sections = load(config_path);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  if (check_only) {
+    std::cout << "config ok\n";
+    return 0;
+  }
+
+  // Signals are taken by one thread with sigwait, so no handler runs inside event loops.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  gateway::Gateway gw(sections.gateway);
+  app::Components c;
+  try {
+    if (sections.cost) c.accounting = cost::make_cost_accounting(sections.cost, gw.registry());
+    if (sections.cache) c.cache = cache::make_semantic_cache(sections.cache, gw.registry());
+  } catch (const std::exception& e) {
+    log::error("gateway.component_failed", {{"error", e.what()}});
+    return 1;
+  }
+  c.dashboard = std::make_shared<app::DashboardFeed>(2.0, 300);
+  gw.add_filter(c.dashboard);
+  if (c.accounting) gw.add_filter(std::make_shared<app::CostFilter>(c.accounting, app::unix_now));
+  if (c.cache) gw.add_filter(std::make_shared<app::CacheFilter>(c.cache));
+
+  if (c.accounting) {
+    // Static replicas are active from the start; scaled ones report through the listener.
+    for (const auto& m : sections.gateway->models)
+      for (const auto& r : m.replicas)
+        c.accounting->replica_state(r.id, m.name, r.replica_class, ReplicaState::kActive, app::unix_now());
+  }
+  if (sections.scaler) {
+    scaler::ScalerOptions options;
+    auto accounting = c.accounting;
+    options.listener = [accounting](const std::string& id, const std::string& model, const std::string& cls,
+                                    ReplicaState state, double) {
+      if (accounting) accounting->replica_state(id, model, cls, state, app::unix_now());
+    };
+    c.scaler = std::make_shared<scaler::Scaler>(sections.scaler, gw.routing(), &gw.signals(), &gw.registry(),
+                                                std::move(options));
+  }
+  app::add_admin_routes(gw, c);
+
+  try {
+    gw.start();
+  } catch (const std::exception& e) {
+    log::error("gateway.start_failed", {{"error", e.what()}});
+    return 1;
+  }
+  if (c.scaler) c.scaler->start();
+  auto housekeeping = std::make_unique<Housekeeping>(c, gw, sections.gateway);
+
+  std::thread signals([&] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        try {
+          gw.reload(load(config_path).gateway);
+        } catch (const ConfigError& e) {
+          // A bad edit keeps the running config; the operator sees why.
+          log::error("gateway.reload_failed", {{"error", e.what()}});
+        }
+        continue;
+      }
+      gw.drain();
+      return;
+    }
+  });
+  gw.wait();
+  signals.join();
+  housekeeping.reset();
+  if (c.scaler) c.scaler->stop(true);
+  if (c.cache) c.cache->shutdown();
+  if (c.accounting) {
+    c.accounting->advance(app::unix_now());
+    c.accounting->flush();
+  }
+  log::info("gateway.exit");
+  return 0;
+}

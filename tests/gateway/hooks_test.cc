@@ -1,0 +1,209 @@
+// The seams the lead wires the cache, cost accounting and admin pages into: RequestFilter
+// (async pre-forward local replies, response headers, on_complete) and add_route, driven
+// through a real in-process Gateway in front of a real tidegate-sim.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "tidegate/gateway/gateway.h"
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+using namespace tidegate::gateway;
+
+namespace {
+
+// tidegate-sim on an OS-chosen port; the first stdout line names it.
+struct SimProcess {
+  pid_t pid = -1;
+  int port = 0;
+  SimProcess() {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      execl(TIDEGATE_SIM_BIN, TIDEGATE_SIM_BIN, "--port", "0", "--ttft-ms", "5", "--tpot-ms", "2", "--echo", nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    FILE* f = fdopen(fds[0], "r");
+    char line[256] = {};
+    if (fgets(line, sizeof line, f)) {
+      std::string s(line);
+      port = std::stoi(s.substr(s.rfind(':') + 1));
+    }
+    fclose(f);
+  }
+  ~SimProcess() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+Reply request(int port, http::verb verb, const std::string& target, const std::string& body = "",
+              const std::string& auth = "") {
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  if (!auth.empty()) req.set(http::field::authorization, "Bearer " + auth);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(s, req);
+  boost::beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  http::read(s, buf, res);
+  Reply r{res.result_int(), res.body(), {}};
+  for (const auto& f : res) r.headers[std::string(f.name_string())] = std::string(f.value());
+  return r;
+}
+
+std::string chat_body(const std::string& content, bool stream = false) {
+  boost::json::object o{{"model", "sim"}, {"max_tokens", 6}, {"stream", stream},
+                        {"messages", boost::json::array{boost::json::object{{"role", "user"}, {"content", content}}}}};
+  return boost::json::serialize(o);
+}
+
+// Answers "cached?" prompts locally from another thread, like a cache lookup would.
+class TestFilter final : public RequestFilter {
+ public:
+  void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) override {
+    const auto& msgs = ctx->body->as_object().at("messages").as_array();
+    const std::string prompt(msgs.back().as_object().at("content").as_string());
+    if (prompt != "cached?") return done(std::nullopt);
+    std::thread([ctx, done] {
+      LocalReply r;
+      r.body = R"({"choices":[{"index":0,"message":{"role":"assistant","content":"from cache"},"finish_reason":"stop"}]})";
+      r.headers.emplace_back("x-tidegate-cache", "hit");
+      r.reason = "cache_hit";
+      done(r);
+    }).detach();
+  }
+  void on_response_headers(RequestContext& ctx) override { ctx.response_headers.emplace_back("x-tidegate-cost-usd", "0.000123"); }
+  void on_complete(const RequestContext& ctx) override {
+    std::lock_guard lock(mu);
+    completed.push_back(ctx);
+    cv.notify_all();
+  }
+  RequestContext wait_for(std::size_t n) {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return completed.size() >= n; });
+    EXPECT_GE(completed.size(), n);
+    return completed.size() >= n ? completed[n - 1] : RequestContext{};
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<RequestContext> completed;
+};
+
+std::shared_ptr<const GatewayConfig> config_for(int sim_port) {
+  return parse_gateway_config_text(
+      "listen: \"127.0.0.1:0\"\nthreads: 2\naccess_log: {path: /dev/null}\nadmin_key: \"admin-secret-1\"\n"
+      "api_keys:\n  - {name: k1, key: \"sk-hooks-0001\", tenant: acme, tags: {team: search, project: qa}}\n"
+      "models:\n  - name: sim\n    health: {interval: 0}\n    replicas:\n      - {id: s0, url: \"http://127.0.0.1:" +
+      std::to_string(sim_port) + "\", class: a100}\n");
+}
+
+}  // namespace
+
+TEST(GatewayHooks, FilterAndRoutes) {
+  SimProcess sim;
+  ASSERT_GT(sim.port, 0) << "tidegate-sim did not start";
+  Gateway gw(config_for(sim.port));
+  auto filter = std::make_shared<TestFilter>();
+  gw.add_filter(filter);
+  gw.add_route("GET", "/admin/echo", [](const RouteRequest& rr, std::function<void(LocalReply)> respond) {
+    LocalReply r;
+    r.body = boost::json::serialize(boost::json::object{{"path", rr.path}, {"query", rr.query}});
+    std::thread([r, respond] { respond(r); }).detach();  // answering from another thread is fine
+  });
+  gw.start();
+  const int port = gw.port();
+
+  // Forwarded: on_complete sees tenant, tags, tokens, content, replica, timings.
+  auto r = request(port, http::verb::post, "/v1/chat/completions", chat_body("hello hooks"), "sk-hooks-0001");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["x-tidegate-cost-usd"], "0.000123");
+  auto ctx = filter->wait_for(1);
+  EXPECT_EQ(ctx.model, "sim");
+  EXPECT_EQ(ctx.tenant, "acme");
+  EXPECT_EQ(ctx.key_name, "k1");
+  EXPECT_EQ(ctx.tags["project"], "qa");
+  EXPECT_EQ(ctx.status, 200);
+  EXPECT_EQ(ctx.replica_id, "s0");
+  EXPECT_EQ(ctx.replica_class, "a100");
+  EXPECT_GT(ctx.prompt_tokens, 0);
+  EXPECT_GT(ctx.completion_tokens, 0);
+  EXPECT_EQ(ctx.content.rfind("hello hooks", 0), 0u) << ctx.content;
+  EXPECT_FALSE(ctx.finish_reason.empty());
+  EXPECT_TRUE(ctx.complete);
+  EXPECT_FALSE(ctx.local_reply);
+  EXPECT_GT(ctx.timings.total_s, 0);
+  EXPECT_GE(ctx.timings.total_s, ctx.timings.upstream_s);
+
+  // Streamed: content and usage accumulated across chunks.
+  r = request(port, http::verb::post, "/v1/chat/completions", chat_body("stream hooks", true), "sk-hooks-0001");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.find("\"usage\""), std::string::npos);  // not asked for: stripped
+  ctx = filter->wait_for(2);
+  EXPECT_TRUE(ctx.stream);
+  EXPECT_EQ(ctx.content.rfind("stream hooks", 0), 0u) << ctx.content;
+  EXPECT_GT(ctx.completion_tokens, 0);
+  EXPECT_TRUE(ctx.complete);
+
+  // Answered by the filter from another thread; the replica is never asked.
+  r = request(port, http::verb::post, "/v1/chat/completions", chat_body("cached?"), "sk-hooks-0001");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("from cache"), std::string::npos);
+  EXPECT_EQ(r.headers["x-tidegate-cache"], "hit");
+  ctx = filter->wait_for(3);
+  EXPECT_TRUE(ctx.local_reply);
+  EXPECT_EQ(ctx.reason, "cache_hit");
+  EXPECT_TRUE(ctx.replica_id.empty());
+
+  // Extra admin routes: admin key required.
+  EXPECT_EQ(request(port, http::verb::get, "/admin/echo?x=1").status, 401);
+  EXPECT_EQ(request(port, http::verb::get, "/admin/echo?x=1", "", "sk-hooks-0001").status, 401);
+  r = request(port, http::verb::get, "/admin/echo/more?x=1", "", "admin-secret-1");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"path":"/admin/echo/more","query":"x=1"})");
+
+  // The scaler's view: signals and live-set changes while traffic flows.
+  auto s = gw.signals().sample("sim");
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_TRUE(s.replica_healthy.count("s0"));
+  gw.routing().activate("sim", "s1", {"127.0.0.1", static_cast<std::uint16_t>(sim.port)});
+  bool drained = false;
+  gw.routing().drain("sim", "s0", [&] { drained = true; });
+  EXPECT_TRUE(drained);  // nothing in flight
+  r = request(port, http::verb::post, "/v1/chat/completions", chat_body("after drain"), "sk-hooks-0001");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(filter->wait_for(4).replica_id, "s1");
+  gw.routing().remove("sim", "s0");
+  EXPECT_EQ(gw.signals().sample("sim").replica_healthy.count("s0"), 0u);
+  gw.stop();
+}
