@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tidegate/common/config_error.h"
+#include "tidegate/scaler/config.h"
 
 namespace tidegate::replay {
 namespace {
@@ -79,49 +80,6 @@ void parse_replay(const YAML::Node& n, ReplayConfig& c) {
   }
 }
 
-std::optional<double> optional_target(const YAML::Node& n, const std::string& key, const std::string& path,
-                                      std::optional<double> current) {
-  const auto v = n[key];
-  if (!v) return current;
-  if (v.IsNull()) return std::nullopt;  // `key: ~` switches a default signal off
-  return yaml_double(n, key, path, std::nullopt, 1e-9);
-}
-
-// The scaler's policy keys (scaler::PolicyConfig; names as the scaler's validate() reports them).
-void parse_policy(const YAML::Node& n, scaler::PolicyConfig& c) {
-  const std::string path = "policy";
-  yaml_reject_unknown(n, path, {"targets", "stable_window", "panic_window", "panic_threshold",
-                                "scale_down_stabilization", "tolerance", "scale_up", "scale_down"});
-  if (const auto t = n["targets"]) {
-    const std::string p = "policy.targets";
-    yaml_reject_unknown(t, p, {"concurrency_per_replica", "queue_per_replica", "gpu_util", "kv_usage"});
-    c.targets.concurrency_per_replica = optional_target(t, "concurrency_per_replica", p, c.targets.concurrency_per_replica);
-    c.targets.queue_per_replica = optional_target(t, "queue_per_replica", p, c.targets.queue_per_replica);
-    c.targets.gpu_util = optional_target(t, "gpu_util", p, c.targets.gpu_util);
-    c.targets.kv_usage = optional_target(t, "kv_usage", p, c.targets.kv_usage);
-  }
-  c.stable_window_s = yaml_seconds(n, "stable_window", path, c.stable_window_s);
-  c.panic_window_s = yaml_seconds(n, "panic_window", path, c.panic_window_s);
-  c.panic_threshold = yaml_double(n, "panic_threshold", path, c.panic_threshold);
-  c.scale_down_stabilization_s = yaml_seconds(n, "scale_down_stabilization", path, c.scale_down_stabilization_s);
-  c.tolerance = yaml_double(n, "tolerance", path, c.tolerance);
-  if (const auto u = n["scale_up"]) {
-    yaml_reject_unknown(u, "policy.scale_up", {"max_rate", "max_step"});
-    c.scale_up_max_rate = yaml_double(u, "max_rate", "policy.scale_up", c.scale_up_max_rate);
-    c.scale_up_max_step = static_cast<int>(yaml_int(u, "max_step", "policy.scale_up", c.scale_up_max_step, 0));
-  }
-  if (const auto d = n["scale_down"]) {
-    yaml_reject_unknown(d, "policy.scale_down", {"max_rate", "max_step"});
-    c.scale_down_max_rate = yaml_double(d, "max_rate", "policy.scale_down", c.scale_down_max_rate);
-    c.scale_down_max_step = static_cast<int>(yaml_int(d, "max_step", "policy.scale_down", c.scale_down_max_step, 0));
-  }
-  try {
-    scaler::validate(c);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError("policy", yaml_line(n), e.what());
-  }
-}
-
 }  // namespace
 
 ReplayConfig default_config() {
@@ -142,9 +100,11 @@ ReplayConfig load_config_text(const std::string& yaml, ReplayConfig c) {
   if (!root.IsMap()) throw ConfigError("", yaml_line(root), "expected a mapping with replay: and policy:");
   yaml_reject_unknown(root, "", {"replay", "policy"});
   if (root["replay"]) parse_replay(root["replay"], c);
+  // The scaler's own parser: the replay reads exactly what the live scaler reads. The fleet
+  // bounds are the replay's (replay.replicas), whatever the policy section says.
+  if (root["policy"]) c.tidegate.policy = scaler::parse_policy_config(root["policy"], "policy");
   c.tidegate.policy.min_replicas = c.options.replicas_min;
   c.tidegate.policy.max_replicas = c.options.replicas_max;
-  if (root["policy"]) parse_policy(root["policy"], c.tidegate.policy);
   return c;
 }
 
