@@ -39,6 +39,9 @@ double Session::upstream_budget_s(double step_s) const {
 }
 
 void Session::proxy() {
+  ++gen_;
+  awaiting_upstream_ = true;
+  watch_client();
   pool_ = impl_->upstreams.find(ctx_->model);
   if (!pool_) return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
   std::weak_ptr<Session> weak = shared_from_this();
@@ -123,13 +126,15 @@ void Session::connect(const ReplicaPtr& replica) {
     auto results = resolver.resolve(replica->host, std::to_string(replica->port), ec);
     if (ec || results.empty()) return attempt_failed("resolve_failed", true, false);
     upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
-    return upstream_->async_connect(results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+    return upstream_->async_connect(results, [self = shared_from_this(), g = gen_](beast::error_code ec, const tcp::endpoint&) {
+      if (g != self->gen_) return;  // the client left; this request is gone
       if (ec) return self->attempt_failed(ec == beast::error::timeout ? "connect_timeout" : "connect_failed", true, false);
       self->send_upstream();
     });
   }
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
-  upstream_->async_connect(tcp::endpoint(addr, replica->port), [self = shared_from_this()](beast::error_code ec) {
+  upstream_->async_connect(tcp::endpoint(addr, replica->port), [self = shared_from_this(), g = gen_](beast::error_code ec) {
+    if (g != self->gen_) return;
     if (ec) return self->attempt_failed(ec == beast::error::timeout ? "connect_timeout" : "connect_failed", true, false);
     self->upstream_->socket().set_option(tcp::no_delay(true), ec);
     self->send_upstream();
@@ -155,11 +160,13 @@ void Session::send_upstream() {
   up_parser_.emplace();
   up_parser_->body_limit(boost::none);
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.first_byte_s)));
-  http::async_write(*upstream_, up_req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+  http::async_write(*upstream_, up_req_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
+    if (g != self->gen_) return;
     if (ec) return self->attempt_failed("write_failed", true, ec == beast::error::timeout);
     self->upstream_->expires_after(secs(self->upstream_budget_s(self->config_->timeouts.first_byte_s)));
-    http::async_read_header(*self->upstream_, self->up_buffer_, *self->up_parser_,
-                            [self](beast::error_code ec, std::size_t) { self->on_upstream_head(ec); });
+    http::async_read_header(*self->upstream_, self->up_buffer_, *self->up_parser_, [self, g](beast::error_code ec, std::size_t) {
+      if (g == self->gen_) self->on_upstream_head(ec);
+    });
   });
 }
 
@@ -188,7 +195,8 @@ void Session::read_upstream_body() {
   up_parser_->get().body().data = up_chunk_.data();
   up_parser_->get().body().size = up_chunk_.size();
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.between_chunks_s)));
-  http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+  http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
+    if (g != self->gen_) return;
     if (ec == http::error::need_buffer) ec = {};
     const auto got = self->up_chunk_.size() - self->up_parser_->get().body().size;
     self->up_body_.append(self->up_chunk_.data(), got);
@@ -223,6 +231,10 @@ void Session::on_upstream_body(beast::error_code) {
 }
 
 void Session::attempt_failed(const std::string& reason, bool before_response, bool timeout) {
+  if (!ctx_) {  // the request already ended (client gone)
+    drop_upstream();
+    return release_replica(Outcome::kNeutral);
+  }
   impl_->stats.upstream_error(ctx_ ? ctx_->model : "none", reason);
   const bool stale_reuse = upstream_reused_ && before_response && !timeout && reason != "connect_failed";
   drop_upstream();
@@ -251,6 +263,34 @@ void Session::attempt_failed(const std::string& reason, bool before_response, bo
     return send_error(error_with_status(503, "no replica of model '" + ctx_->model + "' is reachable (" + reason + ")",
                                         "no_ready_replica"));
   send_error(error_with_status(502, "upstream failed (" + reason + ")", "upstream_error"));
+}
+
+// While the replica works, a read on the client socket notices a client that hangs up, so
+// its upstream request is cancelled and the slot freed without waiting for the answer.
+void Session::watch_client() {
+  if (watching_) return;
+  watching_ = true;
+  stream_.expires_never();  // affects only this read; writes set their own timeouts
+  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    self->watching_ = false;
+    if (!ec) {
+      self->buffer_.commit(n);  // a pipelined request: keep it for later, stop watching
+    } else if (self->resume_after_watch_) {
+      // Cancelled on purpose: the response is done and the next request may be read.
+    } else if (self->ctx_ && self->awaiting_upstream_) {
+      ++self->gen_;  // orphan the upstream handlers still in flight
+      self->impl_->stats.local_reply("client_disconnected");
+      if (self->waiting_in_queue_) {
+        self->waiting_in_queue_ = false;
+        self->pool_->cancel(self->ticket_);
+      }
+      return self->close();
+    }
+    if (self->resume_after_watch_) {
+      self->resume_after_watch_ = false;
+      self->wait_for_request();
+    }
+  });
 }
 
 void Session::release_replica(Outcome outcome) {

@@ -282,6 +282,7 @@ void Session::send_error(const ApiError& e, bool close) {
 }
 
 void Session::send_response(http::response<http::string_body>&& res, bool close) {
+  awaiting_upstream_ = false;
   const bool must_close = close || !keep_alive_ || impl_->draining;
   res.keep_alive(!must_close);
   auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
@@ -300,6 +301,13 @@ void Session::on_written(bool close_after, beast::error_code ec) {
   finish_request(ctx_ ? ctx_->status : 0, ec ? "client_write_failed" : "");
   if (ec || close_after) return close();
   first_request_ = false;
+  if (watching_) {
+    // The client-watch read must finish before the next request is read.
+    resume_after_watch_ = true;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+    return;
+  }
   wait_for_request();
 }
 

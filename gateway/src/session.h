@@ -55,6 +55,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   void end_stream_with_error(const ApiError& e);
   void attempt_failed(const std::string& reason, bool before_response, bool timeout);
   void release_replica(Outcome outcome);
+  void watch_client();
   void drop_upstream();
   double upstream_budget_s(double step_s) const;
 
@@ -98,6 +99,10 @@ class Session final : public std::enable_shared_from_this<Session> {
   std::optional<http::response_serializer<http::empty_body>> stream_sr_;
   std::string pending_out_;
   bool upstream_finished_ = false;
+  std::uint64_t gen_ = 0;             // bumps per proxied request; stale upstream handlers bail
+  bool watching_ = false;             // a read on the client socket is pending
+  bool resume_after_watch_ = false;   // that read was cancelled to read the next request
+  bool awaiting_upstream_ = false;    // nothing written to the client yet
 };
 
 }  // namespace tidegate::gateway

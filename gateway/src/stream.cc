@@ -8,6 +8,7 @@
 namespace tidegate::gateway {
 void Session::start_stream() {
   response_started_ = true;
+  awaiting_upstream_ = false;
   stream_sr_.reset();  // it points at the previous head
   stream_head_.emplace(http::status::ok, req_.version());
   auto& h = *stream_head_;
@@ -34,8 +35,9 @@ void Session::read_stream() {
   up_parser_->get().body().data = up_chunk_.data();
   up_parser_->get().body().size = up_chunk_.size();
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.between_chunks_s)));
-  http::async_read_some(*upstream_, up_buffer_, *up_parser_,
-                        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_stream_read(ec); });
+  http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
+    if (g == self->gen_) self->on_stream_read(ec);
+  });
 }
 
 void Session::on_stream_read(beast::error_code ec) {

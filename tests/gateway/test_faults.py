@@ -118,6 +118,34 @@ def test_client_disconnect_mid_stream(env):
         up.close()
 
 
+def test_client_disconnect_while_waiting(env):
+    up = FakeUpstream(delay=4.0)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=5))
+    try:
+        import threading
+
+        def impatient():
+            try:
+                httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=0.5)
+            except httpx.TimeoutException:
+                pass
+
+        # One client waits on the replica, one in the queue; both hang up after 0.5 s.
+        ts = [threading.Thread(target=impatient) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        # Slot and queue place are freed long before the replica's 4 s answer would come.
+        wait_until(lambda: gw.metric("tidegate_upstream_in_flight", {"model": "m"}) == 0
+                   and gw.metric("tidegate_queue_depth", {"model": "m"}) == 0, timeout=2, what="slot freed")
+        entries = wait_until(lambda: len(gw.access_entries()) == 2 and gw.access_entries(), what="access log")
+        assert all(e["status"] == 499 and e["reason"] == "client_disconnected" for e in entries), entries
+    finally:
+        gw.close()
+        up.close()
+
+
 def test_upstream_refusing_connections(env):
     gw = Gateway(env.tidegate, model_yaml("m", [free_port()]))
     try:
