@@ -4,10 +4,36 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/HNSW.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <stdexcept>
 
 namespace tidegate::cache {
+namespace {
+
+// FAISS parallelises over queries with OpenMP. For the cache's single-query calls, a parallel
+// region costs more than it saves, and on a loaded machine its barrier waits on descheduled
+// threads (milliseconds). Small calls therefore run on the calling thread alone; the OpenMP
+// thread count is a per-thread setting, so other threads and bulk calls are unaffected.
+class SerialOpenMP final {
+ public:
+  explicit SerialOpenMP(bool active) : saved_(active ? omp_get_max_threads() : 0) {
+    if (saved_ > 1) omp_set_num_threads(1);
+  }
+  ~SerialOpenMP() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+  SerialOpenMP(const SerialOpenMP&) = delete;
+  SerialOpenMP& operator=(const SerialOpenMP&) = delete;
+
+ private:
+  int saved_;
+};
+
+constexpr std::size_t kSerialBelow = 16;
+
+}  // namespace
 
 FaissVectorIndex::FaissVectorIndex(std::size_t dim, const IndexConfig& config, IndexConfig::Type type)
     : dim_(dim), config_(config), type_(type), index_(build(type)) {}
@@ -51,6 +77,7 @@ void FaissVectorIndex::add(std::size_t n, const float* vectors, const std::int64
   for (std::size_t i = 0; i < n; ++i)
     if (ids[i] < 0 || where_.count(ids[i])) throw std::invalid_argument("vector index: id negative or present");
   const auto base = static_cast<std::int64_t>(labels_.size());
+  SerialOpenMP serial(n < kSerialBelow);
   index_->add(static_cast<faiss::Index::idx_t>(n), vectors);
   for (std::size_t i = 0; i < n; ++i) {
     labels_.push_back(ids[i]);
@@ -84,6 +111,7 @@ std::vector<SearchHit> FaissVectorIndex::search(std::size_t nq, const float* que
   const auto kk = std::min<std::size_t>(total, k + tombstones_);
   std::vector<float> dist(nq * kk);
   std::vector<faiss::Index::idx_t> pos(nq * kk);
+  SerialOpenMP serial(nq < kSerialBelow);
   if (type_ == IndexConfig::Type::kHnsw) {
     faiss::SearchParametersHNSW params;
     params.efSearch = std::max<int>(config_.ef_search, static_cast<int>(kk));
