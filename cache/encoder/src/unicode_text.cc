@@ -92,7 +92,6 @@ bool is_control(char32_t c) {
     case U_FORMAT_CHAR:
     case U_SURROGATE:
     case U_PRIVATE_USE_CHAR:
-    case U_UNASSIGNED:
       return true;
     default:
       return false;

@@ -14,7 +14,9 @@ void append_utf8(std::string& out, char32_t c);
 
 // Rust char::is_whitespace (the White_Space property).
 bool is_whitespace(char32_t c);
-// General category C* except Cs handled as invalid: Cc, Cf, Co, Cn (tab, LF, CR excluded).
+// Cc, Cf and Co (tab, LF, CR excluded). Unassigned code points (Cn) are kept, as HF tokenizers
+// does (its category tables predate Unicode 11, so the 13 format characters added since then
+// are kept there and dropped here; nothing else differs).
 bool is_control(char32_t c);
 // ASCII punctuation (includes $+<=>^`|~) or a Unicode P* category.
 bool is_punctuation(char32_t c);

@@ -35,6 +35,12 @@ TEST(Tokenizer, DropsInvalidUtf8AndControls) {
   EXPECT_TRUE(t.tokenize("\xff\xfe\x01").empty());
 }
 
+TEST(Tokenizer, KeepsUnassignedButDropsPrivateUse) {
+  auto t = tiny();
+  // U+0378 is unassigned (kept, as HF does); U+E000 is private use (dropped like a control).
+  EXPECT_EQ(t.basic_tokens("a\xcd\xb8" "b c\xee\x80\x80" "d"), (std::vector<std::string>{"a\xcd\xb8" "b", "cd"}));
+}
+
 TEST(Tokenizer, OverlongWordIsUnknown) {
   auto t = tiny();
   EXPECT_EQ(t.tokenize(std::string(100, 'a')), (std::vector<std::int32_t>{1}));
@@ -62,14 +68,18 @@ TEST(Tokenizer, ReproducesReferenceTokenIds) {
   auto t = WordPieceTokenizer::from_vocab_file(testing::model_dir() + "/vocab.txt", WordPieceTokenizer::Options{});
   const auto ref = testing::reference();
   const auto max_len = static_cast<std::size_t>(ref.at("max_seq_length").as_int64());
-  const auto& cases = ref.at("cases").as_array();
-  ASSERT_GE(cases.size(), 20u);
-  for (const auto& c : cases) {
-    const auto& text = c.at("text").as_string();
-    std::vector<std::int32_t> expected;
-    for (const auto& id : c.at("token_ids").as_array()) expected.push_back(static_cast<std::int32_t>(id.as_int64()));
-    EXPECT_EQ(t.encode(std::string_view(text.data(), text.size()), max_len), expected) << "text: " << text;
+  // "cases": the 21 embedding sentences; "token_cases": 400 random multi-script strings.
+  std::size_t checked = 0;
+  for (const char* key : {"cases", "token_cases"}) {
+    for (const auto& c : ref.at(key).as_array()) {
+      const auto& text = c.at("text").as_string();
+      std::vector<std::int32_t> expected;
+      for (const auto& id : c.at("token_ids").as_array()) expected.push_back(static_cast<std::int32_t>(id.as_int64()));
+      EXPECT_EQ(t.encode(std::string_view(text.data(), text.size()), max_len), expected) << key << ": " << text;
+      ++checked;
+    }
   }
+  EXPECT_GE(checked, 420u);
 }
 
 }  // namespace
