@@ -93,7 +93,25 @@ void attend(const float* q, const float* k, const float* v, std::size_t ld, std:
               static_cast<int>(ldc));
 }
 
-float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
+// Exact (erf) GELU in place. erf comes from Abramowitz & Stegun 7.1.28, |error| <= 3e-7, which
+// is below fp32 rounding of the activations here; unlike libm's erff it has no branches or
+// calls, so the loop vectorises (it was 7% of a short prompt's time as scalar erff calls).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void gelu_inplace(float* v, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = v[i];
+    const float z = std::fabs(x) * 0.70710678118654752f;
+    float p = 1.f + z * (0.0705230784f + z * (0.0422820123f + z * (0.0092705272f +
+                   z * (0.0001520143f + z * (0.0002765672f + z * 0.0000430638f)))));
+    p *= p;  // p^16 by four squarings
+    p *= p;
+    p *= p;
+    p *= p;
+    const float erf_abs = 1.f - 1.f / p;
+    const float erf = x < 0.f ? -erf_abs : erf_abs;
+    v[i] = 0.5f * x * (1.f + erf);
+  }
+}
 
 }  // namespace
 
@@ -169,7 +187,7 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
     layer_norm(x, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
 
     linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr);
-    for (std::size_t i = 0; i < T * I; ++i) tmp[i] = gelu(tmp[i]);
+    gelu_inplace(tmp, T * I);
     linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr);
     for (std::size_t i = 0; i < T * H; ++i) x[i] += ctx[i];
     layer_norm(x, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
