@@ -142,17 +142,21 @@ void Session::connect(const ReplicaPtr& replica) {
 }
 
 void Session::send_upstream() {
-  up_req_ = {};
-  up_req_.method(http::verb::post);
-  up_req_.target(ctx_->path);
-  up_req_.version(11);
-  up_req_.set(http::field::host, replica_->host + ":" + std::to_string(replica_->port));
-  up_req_.set(http::field::content_type, "application/json");
-  up_req_.set(http::field::accept, ctx_->stream ? "text/event-stream" : "application/json");
-  up_req_.set("x-request-id", ctx_->request_id);
-  up_req_.keep_alive(true);
-  up_req_.body() = parsed_->upstream_body;
-  up_req_.prepare_payload();
+  const auto& body = parsed_->upstream_body;
+  up_head_.clear();
+  up_head_ += "POST ";
+  up_head_ += ctx_->path;
+  up_head_ += " HTTP/1.1\r\nHost: ";
+  up_head_ += replica_->host;
+  up_head_ += ':';
+  up_head_ += std::to_string(replica_->port);
+  up_head_ += "\r\nContent-Type: application/json\r\nAccept: ";
+  up_head_ += ctx_->stream ? "text/event-stream" : "application/json";
+  up_head_ += "\r\nx-request-id: ";
+  up_head_ += ctx_->request_id;
+  up_head_ += "\r\nContent-Length: ";
+  up_head_ += std::to_string(body.size());
+  up_head_ += "\r\n\r\n";
   if (!upstream_started_) {
     upstream_started_ = true;
     upstream_start_ = Clock::now();
@@ -160,7 +164,8 @@ void Session::send_upstream() {
   up_parser_.emplace();
   up_parser_->body_limit(boost::none);
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.first_byte_s)));
-  http::async_write(*upstream_, up_req_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
+  const std::array<net::const_buffer, 2> bufs{net::buffer(up_head_), net::buffer(body)};
+  net::async_write(*upstream_, bufs, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g != self->gen_) return;
     if (ec) return self->attempt_failed("write_failed", true, ec == beast::error::timeout);
     self->upstream_->expires_after(secs(self->upstream_budget_s(self->config_->timeouts.first_byte_s)));
@@ -227,7 +232,7 @@ void Session::on_upstream_body(beast::error_code) {
   if (r.content_type.empty()) r.content_type = "application/json";
   r.body = std::move(up_body_);
   up_body_.clear();
-  send_local(r);
+  send_local(std::move(r));
 }
 
 void Session::attempt_failed(const std::string& reason, bool before_response, bool timeout) {

@@ -136,7 +136,7 @@ void Session::handle_request() {
     LocalReply r;
     r.status = status;
     r.body = boost::json::serialize(v);
-    send_local(r);
+    send_local(std::move(r));
   };
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/embeddings") {
     if (method != http::verb::post) return send_error(error_with_status(405, "use POST", "method_not_allowed"));
@@ -167,7 +167,7 @@ void Session::handle_request() {
     LocalReply r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = impl_->stats.serialize();
-    return send_local(r);
+    return send_local(std::move(r));
   }
   if (path == "/v1/models") {
     boost::json::array data;
@@ -194,7 +194,7 @@ void Session::handle_route(const Route& route) {
   rr.body = req_.body();
   auto ex = stream_.get_executor();
   route.handler(rr, [self = shared_from_this(), ex](LocalReply reply) {
-    net::post(ex, [self, reply = std::move(reply)] { self->send_local(reply); });
+    net::post(ex, [self, reply = std::move(reply)]() mutable { self->send_local(std::move(reply)); });
   });
 }
 
@@ -231,7 +231,7 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_->temperature = parsed_->temperature;
   ctx_->n = parsed_->n;
   ctx_->user = parsed_->user;
-  ctx_->body = std::make_shared<const boost::json::value>(parsed_->json);
+  ctx_->body = std::make_shared<const boost::json::value>(std::move(parsed_->json));
   if (!config_->find_model(parsed_->model)) {
     impl_->stats.local_reply("model_not_found");
     ApiError e = error_with_status(404, "the model '" + parsed_->model + "' does not exist", "model_not_found");
@@ -251,25 +251,52 @@ void Session::run_filters(std::size_t index) {
       if (!r) return self->run_filters(index + 1);
       self->ctx_->local_reply = true;
       self->impl_->stats.local_reply(r->reason.empty() ? "filter" : r->reason);
-      self->send_local(*r);
+      self->send_local(std::move(*r));
     });
   });
 }
 
-void Session::send_local(const LocalReply& reply, bool close) {
-  http::response<http::string_body> res{static_cast<http::status>(reply.status), req_.version() ? req_.version() : 11};
-  res.set(http::field::server, "tidegate");
-  res.set(http::field::content_type, reply.content_type);
-  for (const auto& [k, v] : reply.headers) res.set(k, v);
+// Responses are formatted by hand into one buffer (plus the body): on the hot path this is
+// measurably cheaper than Beast's generic serializer.
+void Session::send_local(LocalReply reply, bool close) {
+  const bool must_close = close || !keep_alive_ || impl_->draining;
+  auto out = std::make_shared<std::pair<std::string, std::string>>();
+  auto& head = out->first;
+  head.reserve(256);
+  head += "HTTP/1.1 ";
+  head += std::to_string(reply.status);
+  head += ' ';
+  head += http::obsolete_reason(static_cast<http::status>(reply.status));
+  head += "\r\nServer: tidegate\r\nContent-Type: ";
+  head += reply.content_type;
+  auto add = [&head](std::string_view k, std::string_view v) {
+    head += "\r\n";
+    head += k;
+    head += ": ";
+    head += v;
+  };
+  for (const auto& [k, v] : reply.headers) add(k, v);
   if (ctx_) {
-    res.set("x-request-id", ctx_->request_id);
+    add("x-request-id", ctx_->request_id);
     if (!reply.reason.empty()) ctx_->reason = reply.reason;
     for (auto& f : impl_->filters) f->on_response_headers(*ctx_);
-    for (const auto& [k, v] : ctx_->response_headers) res.set(k, v);
+    for (const auto& [k, v] : ctx_->response_headers) add(k, v);
   }
-  res.body() = req_.method() == http::verb::head ? std::string() : reply.body;
-  res.prepare_payload();
-  send_response(std::move(res), close);
+  add("Content-Length", std::to_string(reply.body.size()));
+  add("Connection", must_close ? "close" : "keep-alive");
+  head += "\r\n\r\n";
+  if (req_.method() != http::verb::head) out->second = std::move(reply.body);
+  awaiting_upstream_ = false;
+  if (ctx_) {
+    ctx_->status = reply.status;
+    ctx_->bytes_sent = out->second.size();
+    if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
+  }
+  stream_.expires_after(secs(config_->timeouts.write_s));
+  const std::array<net::const_buffer, 2> bufs{net::buffer(out->first), net::buffer(out->second)};
+  net::async_write(stream_, bufs, [self = shared_from_this(), out, must_close](beast::error_code ec, std::size_t) {
+    self->on_written(must_close, ec);
+  });
 }
 
 void Session::send_error(const ApiError& e, bool close) {
@@ -278,23 +305,7 @@ void Session::send_error(const ApiError& e, bool close) {
   r.body = error_body(e);
   if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(static_cast<long>(std::ceil(e.retry_after_s))));
   if (ctx_) ctx_->reason = e.code;
-  send_local(r, close);
-}
-
-void Session::send_response(http::response<http::string_body>&& res, bool close) {
-  awaiting_upstream_ = false;
-  const bool must_close = close || !keep_alive_ || impl_->draining;
-  res.keep_alive(!must_close);
-  auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
-  if (ctx_) {
-    ctx_->status = sp->result_int();
-    ctx_->bytes_sent = sp->body().size();
-    if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
-  }
-  stream_.expires_after(secs(config_->timeouts.write_s));
-  http::async_write(stream_, *sp, [self = shared_from_this(), sp, must_close](beast::error_code ec, std::size_t) {
-    self->on_written(must_close, ec);
-  });
+  send_local(std::move(r), close);
 }
 
 void Session::on_written(bool close_after, beast::error_code ec) {

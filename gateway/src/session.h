@@ -31,9 +31,8 @@ class Session final : public std::enable_shared_from_this<Session> {
   void handle_inference(Endpoint endpoint);
   void handle_route(const Route& route);
   void run_filters(std::size_t index);
-  void send_local(const LocalReply& reply, bool close = false);
+  void send_local(LocalReply reply, bool close = false);
   void send_error(const ApiError& e, bool close = false);
-  void send_response(http::response<http::string_body>&& res, bool close);
   void on_written(bool close, beast::error_code ec);
   void finish_request(int status, std::string reason);
   void close();
@@ -86,7 +85,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   bool upstream_reused_ = false;
   beast::flat_buffer up_buffer_;
   std::optional<http::response_parser<http::buffer_body>> up_parser_;
-  http::request<http::string_body> up_req_;
+  std::string up_head_;  // upstream request head, formatted by hand
   std::array<char, 16384> up_chunk_{};
   std::string up_body_;
   Clock::time_point upstream_start_;

@@ -7,11 +7,13 @@
 namespace tidegate::gateway {
 namespace p = prometheus;
 
-p::Histogram::BucketBoundaries GatewayStats::latency_buckets() {
-  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+const p::Histogram::BucketBoundaries& GatewayStats::latency_buckets() {
+  static const p::Histogram::BucketBoundaries b{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  return b;
 }
-p::Histogram::BucketBoundaries GatewayStats::wait_buckets() {
-  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60};
+const p::Histogram::BucketBoundaries& GatewayStats::wait_buckets() {
+  static const p::Histogram::BucketBoundaries b{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60};
+  return b;
 }
 
 GatewayStats::GatewayStats(p::Registry& r)

@@ -43,8 +43,8 @@ struct GatewayStats final {
   prometheus::Counter& connections_total;
 
  private:
-  static prometheus::Histogram::BucketBoundaries latency_buckets();
-  static prometheus::Histogram::BucketBoundaries wait_buckets();
+  static const prometheus::Histogram::BucketBoundaries& latency_buckets();
+  static const prometheus::Histogram::BucketBoundaries& wait_buckets();
 };
 
 }  // namespace tidegate::gateway

@@ -1,6 +1,7 @@
 // Relaying an SSE stream: events pass one by one as they arrive (chunked downstream),
 // the usage-only chunk is dropped when the gateway asked for it, and an upstream that
 // breaks mid-stream ends the client's stream with a terminal error event.
+#include <cstdio>
 #include <sstream>
 
 #include "session.h"
@@ -89,22 +90,20 @@ void Session::write_stream_chunk(std::string data, bool last) {
     self->drop_upstream();
     self->on_written(!self->stream_head_->keep_alive(), {});
   };
-  stream_.expires_after(secs(config_->timeouts.write_s));
-  if (last) {
-    // Final data (if any) and the terminating zero-length chunk in one write.
-    auto parts = std::make_shared<std::vector<std::string>>();
-    if (!buf->empty()) {
-      std::ostringstream size;
-      size << std::hex << buf->size();
-      parts->push_back(size.str() + "\r\n" + *buf + "\r\n");
-    }
-    parts->push_back("0\r\n\r\n");
-    std::string joined;
-    for (auto& p : *parts) joined += p;
-    *buf = std::move(joined);
-    return net::async_write(stream_, net::buffer(*buf), std::move(after));
+  // Chunk framing by hand: one contiguous write per batch of events.
+  std::string framed;
+  if (!buf->empty()) {
+    char size[20];
+    const int n = std::snprintf(size, sizeof size, "%zx\r\n", buf->size());
+    framed.reserve(buf->size() + 32);
+    framed.append(size, static_cast<std::size_t>(n));
+    framed += *buf;
+    framed += "\r\n";
   }
-  net::async_write(stream_, http::make_chunk(net::buffer(*buf)), std::move(after));
+  if (last) framed += "0\r\n\r\n";
+  *buf = std::move(framed);
+  stream_.expires_after(secs(config_->timeouts.write_s));
+  net::async_write(stream_, net::buffer(*buf), std::move(after));
 }
 
 void Session::end_stream_with_error(const ApiError& e) {
