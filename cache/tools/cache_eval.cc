@@ -88,14 +88,16 @@ std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts,
 
 int usage() {
   std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
-               "[--model-dir DIR] [--threshold X] [--limit N]\n";
+               "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE]\n"
+               "  --vectors FILE  reuse the embeddings saved in FILE (computed and saved when absent)\n"
+               "  --dump FILE     write per-pair similarity, own-match and label as CSV\n";
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string pairs_path, config_path, embedder_type, model_dir;
+  std::string pairs_path, config_path, embedder_type, model_dir, vectors_path, dump_path;
   std::optional<double> threshold;
   std::size_t limit = 0;
   for (int i = 1; i < argc; ++i) {
@@ -111,6 +113,8 @@ int main(int argc, char** argv) {
       else if (a == "--model-dir") model_dir = next();
       else if (a == "--threshold") threshold = std::stod(next());
       else if (a == "--limit") limit = std::stoul(next());
+      else if (a == "--vectors") vectors_path = next();
+      else if (a == "--dump") dump_path = next();
       else return usage();
     } catch (const std::exception& e) {
       std::cerr << e.what() << "\n";
@@ -152,8 +156,27 @@ int main(int argc, char** argv) {
       q1s.push_back(p.q1);
       q2s.push_back(p.q2);
     }
-    const auto v1 = embed_all(*embedder, q1s, "question1");
-    const auto v2 = embed_all(*embedder, q2s, "question2");
+    std::vector<float> v1, v2;
+    const std::size_t want = pairs.size() * embedder->dim();
+    if (!vectors_path.empty()) {
+      std::ifstream vin(vectors_path, std::ios::binary);
+      std::vector<float> all(2 * want);
+      if (vin && vin.read(reinterpret_cast<char*>(all.data()), static_cast<std::streamsize>(all.size() * sizeof(float))) &&
+          vin.peek() == std::char_traits<char>::eof()) {
+        v1.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(want));
+        v2.assign(all.begin() + static_cast<std::ptrdiff_t>(want), all.end());
+        std::cerr << "loaded vectors from " << vectors_path << "\n";
+      }
+    }
+    if (v1.empty()) {
+      v1 = embed_all(*embedder, q1s, "question1");
+      v2 = embed_all(*embedder, q2s, "question2");
+      if (!vectors_path.empty()) {
+        std::ofstream vout(vectors_path, std::ios::binary | std::ios::trunc);
+        vout.write(reinterpret_cast<const char*>(v1.data()), static_cast<std::streamsize>(v1.size() * sizeof(float)));
+        vout.write(reinterpret_cast<const char*>(v2.data()), static_cast<std::streamsize>(v2.size() * sizeof(float)));
+      }
+    }
 
     IndexConfig icfg;
     FaissVectorIndex index(embedder->dim(), icfg, IndexConfig::Type::kFlat);
@@ -170,6 +193,11 @@ int main(int argc, char** argv) {
       own[i] = h.id >= 0 && pairs[static_cast<std::size_t>(h.id)].q1 == pairs[i].q1;
       sim[i] = h.score;
       positives += pairs[i].dup;
+    }
+    if (!dump_path.empty()) {
+      std::ofstream d(dump_path);
+      d << "similarity,best_is_own_q1,is_duplicate\n";
+      for (std::size_t i = 0; i < pairs.size(); ++i) d << sim[i] << "," << own[i] << "," << pairs[i].dup << "\n";
     }
     auto at = [&](double th) {
       std::size_t tp = 0, fp = 0, hits_n = 0, correct = 0;
@@ -201,10 +229,14 @@ int main(int argc, char** argv) {
     out["at_threshold"] = at(t);
     boost::json::array sweep;
     std::optional<double> first_p95, first_cp95;
-    for (int k = 70; k <= 98; ++k) {
-      auto o = at(k / 100.0);
-      if (!first_p95 && o["precision"].as_double() >= 0.95) first_p95 = k / 100.0;
-      if (!first_cp95 && o["cache_precision"].as_double() >= 0.95) first_cp95 = k / 100.0;
+    // 0.70..0.98 by 0.01 as asked, then finer steps up to 0.999 where precision keeps rising.
+    std::vector<double> grid;
+    for (int k = 70; k <= 98; ++k) grid.push_back(k / 100.0);
+    for (double x : {0.985, 0.99, 0.995, 0.999}) grid.push_back(x);
+    for (const double th : grid) {
+      auto o = at(th);
+      if (!first_p95 && o["precision"].as_double() >= 0.95) first_p95 = th;
+      if (!first_cp95 && o["cache_precision"].as_double() >= 0.95) first_cp95 = th;
       sweep.push_back(std::move(o));
     }
     out["sweep"] = std::move(sweep);
