@@ -18,7 +18,8 @@ Gauges Engine::gauges() const {
   return model_.gauges();
 }
 
-RequestId Engine::submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::shared_ptr<EventSink> sink) {
+RequestId Engine::submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::shared_ptr<EventSink> sink,
+                         std::vector<Event>& due_now) {
   std::lock_guard lock(mu_);
   const double t = now();
   // Earlier events first, so that this submit lands after them in model time.
@@ -26,7 +27,7 @@ RequestId Engine::submit(std::int64_t prompt_tokens, std::int32_t max_output_tok
   const RequestId id = next_id_++;
   sinks_.emplace(id, std::move(sink));
   model_.submit(id, prompt_tokens, max_output_tokens, t);
-  pump_locked(t);
+  pump_locked(t, id, &due_now);
   return id;
 }
 
@@ -39,7 +40,7 @@ void Engine::cancel(RequestId id) {
   arm_locked();
 }
 
-void Engine::pump_locked(double t) {
+void Engine::pump_locked(double t, RequestId inline_id, std::vector<Event>* inline_out) {
   scratch_.clear();
   model_.advance(t, scratch_);
   if (scratch_.empty()) {
@@ -53,7 +54,8 @@ void Engine::pump_locked(double t) {
     auto it = sinks_.find(id);
     if (it == sinks_.end()) continue;
     const EventKind last = batch.back().kind;
-    it->second->on_events(std::move(batch));
+    if (inline_out && id == inline_id) inline_out->insert(inline_out->end(), batch.begin(), batch.end());
+    else it->second->on_events(std::move(batch));
     if (last == EventKind::kFinished || last == EventKind::kRejected) sinks_.erase(it);
   }
   arm_locked();

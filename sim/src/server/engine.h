@@ -30,14 +30,18 @@ class Engine final {
   Engine& operator=(const Engine&) = delete;
 
   // Returns the model-side id. The sink is released after its kFinished/kRejected event.
-  RequestId submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::shared_ptr<EventSink> sink);
+  // Events of this request that are already due (a zero-latency reply) are appended to
+  // `due_now` instead of being posted: the caller is on its own strand and handles them inline,
+  // which saves a hand-off per request.
+  RequestId submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::shared_ptr<EventSink> sink,
+                   std::vector<Event>& due_now);
   void cancel(RequestId id);
   bool loaded() const;
   Gauges gauges() const;
   double now() const;  // model time, seconds
 
  private:
-  void pump_locked(double t);
+  void pump_locked(double t, RequestId inline_id = 0, std::vector<Event>* inline_out = nullptr);
   void arm_locked();
 
   using Clock = std::chrono::steady_clock;

@@ -97,16 +97,16 @@ void Session::route() {
     state_.metrics.add_prompt_tokens(tokens);
     return respond(200, "application/json", body);
   }
-  start_generation(chat ? Api::kChat : Api::kCompletions);
-  if (gen_) gen_->dying = dying;
-  if (dying && gen_ && !gen_->req.stream) std::_Exit(kDieExitCode);  // dies before the first byte
+  start_generation(chat ? Api::kChat : Api::kCompletions, dying);
 }
 
-void Session::start_generation(Api api) {
+void Session::start_generation(Api api, bool dying) {
   const ServerConfig& cfg = *state_.cfg;
   GenerationRequest req;
   if (auto e = parse_generation(parser_->get().body(), api, cfg, req)) return respond_error(*e);
+  if (dying && !req.stream) std::_Exit(kDieExitCode);  // dies before the first byte
   Generation g;
+  g.dying = dying;
   g.reply = plan_reply(req, cfg);
   const auto serial = state_.next_reply_id.fetch_add(1);
   g.id = (api == Api::kChat ? "chatcmpl-sim-" : "cmpl-sim-") + std::to_string(serial);
@@ -117,8 +117,10 @@ void Session::start_generation(Api api) {
   const auto n = static_cast<std::int32_t>(g.reply.tokens.size());
   const std::int64_t prompt = g.req.prompt_tokens;
   gen_ = std::move(g);
-  // Events may be posted before submit returns; they run on this strand after this handler.
-  gen_->model_id = state_.engine.submit(prompt, n, shared_from_this());
+  // Later events are posted to this strand and run after this handler, so order holds.
+  std::vector<Event> due_now;
+  gen_->model_id = state_.engine.submit(prompt, n, shared_from_this(), due_now);
+  if (!due_now.empty()) handle_events(due_now);
 }
 
 void Session::on_events(std::vector<Event> events) {

@@ -53,7 +53,7 @@ class Session final : public EventSink, public std::enable_shared_from_this<Sess
   void read_next();
   void on_read(boost::system::error_code ec);
   void route();
-  void start_generation(Api api);
+  void start_generation(Api api, bool dying);
   void handle_events(const std::vector<Event>& events);
   void respond(int status, std::string_view content_type, std::string_view body);
   void respond_error(const ApiError& e);
