@@ -71,10 +71,9 @@ std::vector<float> synthetic(std::size_t n, std::uint32_t seed) {
 }
 
 // Paraphrase-like queries: a stored vector plus noise (cosine about 0.9 to it).
-std::vector<float> near_queries(const std::vector<float>& base, std::size_t nq, std::uint32_t seed) {
+std::vector<float> near_queries(const std::vector<float>& base, std::size_t n, std::size_t nq, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d;
-  const auto n = base.size() / kDim;
   std::uniform_int_distribution<std::size_t> pick(0, n - 1);
   std::vector<float> q(nq * kDim);
   for (std::size_t i = 0; i < nq; ++i) {
@@ -169,8 +168,7 @@ int main(int argc, char** argv) {
     FaissVectorIndex flat(kDim, icfg, IndexConfig::Type::kFlat);
     flat.add(built, base.data(), ids.data());  // same contents as the HNSW, for a fair recall
 
-    std::vector<float> qv(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(built * kDim));
-    const auto q_near = near_queries(qv, nq, 7);
+    const auto q_near = near_queries(base, built, nq, 7);
     std::vector<std::int64_t> top_flat, top_hnsw;
     const auto flat_stats = search_stats(flat, q_near, std::min<std::size_t>(nq, n >= 1000000 ? 200 : nq), &top_flat);
     const auto hnsw_stats = search_stats(hnsw, q_near, top_flat.size(), &top_hnsw);

@@ -101,7 +101,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
   yaml_reject_unknown(node, path,
                       {"enabled", "embedder", "index", "threshold", "context", "models", "ttl", "max_ttl",
-                       "max_entries", "max_bytes", "max_temperature", "cache_tool_calls", "max_prompt_bytes",
+                       "max_entries", "max_bytes", "max_temperature", "cache_tool_calls", "lexical_guard", "max_prompt_bytes",
                        "data_dir", "snapshot_interval", "snapshot_log_bytes", "lookup_timeout", "workers",
                        "max_queue"});
   c->enabled = yaml_bool(node, "enabled", path, true);
@@ -119,6 +119,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
     throw ConfigError(path_join(path, "max_bytes"), yaml_line(node["max_bytes"]), "must be at least 4KiB");
   c->max_temperature = yaml_double(node, "max_temperature", path, c->max_temperature, 0.0, 10.0);
   c->cache_tool_calls = yaml_bool(node, "cache_tool_calls", path, c->cache_tool_calls);
+  c->lexical_guard = yaml_bool(node, "lexical_guard", path, c->lexical_guard);
   c->max_prompt_bytes = static_cast<std::size_t>(
       yaml_int(node, "max_prompt_bytes", path, static_cast<std::int64_t>(c->max_prompt_bytes), 16, 1 << 20));
   c->data_dir = yaml_string(node, "data_dir", path, c->data_dir);

@@ -193,7 +193,8 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
   recent_.put(vector_key(plan), std::move(v));
 
   const bool hit = match && match->similarity >= config_->threshold_for(plan.model) &&
-                   match->entry.tenant == plan.tenant && match->entry.model == plan.model;
+                   match->entry.tenant == plan.tenant && match->entry.model == plan.model &&
+                   (!config_->lexical_guard || lexical_guard(plan.text, match->entry.text));
   if (hit) {
     r.status = CacheStatus::kHit;
     r.answer = match->entry.answer;

@@ -235,3 +235,16 @@ TEST(CachePolicy, Completions) {
   echo.view.endpoint = RequestView::Endpoint::kCompletions;
   EXPECT_EQ(make_plan(cfg(), echo.view).reason, "echo");
 }
+
+TEST(CachePolicy, LexicalGuard) {
+  EXPECT_TRUE(lexical_guard("How do I learn Python quickly?", "how can I learn python fast"));
+  EXPECT_TRUE(lexical_guard("What is the capital of France?", "what's the capital of france"));
+  EXPECT_FALSE(lexical_guard("What is a registration key for Visual Studio 2010 Express?",
+                             "What is a registration key for Visual Studio 2008 Express?"));
+  EXPECT_FALSE(lexical_guard("How can I get 10 cgpa in class 11?", "How do I get 10 cgpa for class 9?"));
+  EXPECT_FALSE(lexical_guard("Which rehab center is near Baker County GA?", "Which rehab center is near Wheeler County GA?"));
+  EXPECT_FALSE(lexical_guard("What are the best blogs on the U.S. stock markets?", "What are the best blogs on stock markets?"));
+  EXPECT_TRUE(lexical_guard("Price of 1,000 shares at 3.5 dollars", "price of 1,000 shares at 3.5 dollars?"));
+  EXPECT_FALSE(lexical_guard("Price of 1,000 shares", "price of 1,500 shares"));
+  EXPECT_TRUE(lexical_guard("", ""));
+}

@@ -16,6 +16,7 @@
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/faiss_index.h"
+#include "tidegate/cache/policy.h"
 
 using namespace tidegate::cache;
 
@@ -88,7 +89,8 @@ std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts,
 
 int usage() {
   std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
-               "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE]\n"
+               "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE] [--no-guard]\n"
+               "  --no-guard      similarity only, without the cache's lexical guard (numbers, names)\n"
                "  --vectors FILE  reuse the embeddings saved in FILE (computed and saved when absent)\n"
                "  --dump FILE     write per-pair similarity, own-match and label as CSV\n";
   return 2;
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   std::string pairs_path, config_path, embedder_type, model_dir, vectors_path, dump_path;
   std::optional<double> threshold;
   std::size_t limit = 0;
+  std::optional<bool> guard_flag;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -115,6 +118,8 @@ int main(int argc, char** argv) {
       else if (a == "--limit") limit = std::stoul(next());
       else if (a == "--vectors") vectors_path = next();
       else if (a == "--dump") dump_path = next();
+      else if (a == "--no-guard") guard_flag = false;
+      else if (a == "--guard") guard_flag = true;
       else return usage();
     } catch (const std::exception& e) {
       std::cerr << e.what() << "\n";
@@ -185,24 +190,27 @@ int main(int argc, char** argv) {
     index.add(pairs.size(), v1.data(), ids.data());
     const auto hits = index.search(pairs.size(), v2.data(), 1);
 
-    std::vector<bool> own(pairs.size());
+    const bool use_guard = guard_flag.value_or(config->lexical_guard);
+    std::vector<bool> own(pairs.size()), guard_ok(pairs.size());
     std::vector<float> sim(pairs.size());
     std::size_t positives = 0;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       const auto& h = hits[i];
       own[i] = h.id >= 0 && pairs[static_cast<std::size_t>(h.id)].q1 == pairs[i].q1;
       sim[i] = h.score;
+      guard_ok[i] = h.id >= 0 && (!use_guard || lexical_guard(pairs[static_cast<std::size_t>(h.id)].q1, pairs[i].q2));
       positives += pairs[i].dup;
     }
     if (!dump_path.empty()) {
       std::ofstream d(dump_path);
-      d << "similarity,best_is_own_q1,is_duplicate\n";
-      for (std::size_t i = 0; i < pairs.size(); ++i) d << sim[i] << "," << own[i] << "," << pairs[i].dup << "\n";
+      d << "similarity,best_is_own_q1,is_duplicate,guard_ok\n";
+      for (std::size_t i = 0; i < pairs.size(); ++i)
+        d << sim[i] << "," << own[i] << "," << pairs[i].dup << "," << guard_ok[i] << "\n";
     }
     auto at = [&](double th) {
       std::size_t tp = 0, fp = 0, hits_n = 0, correct = 0;
       for (std::size_t i = 0; i < pairs.size(); ++i) {
-        if (sim[i] < th) continue;
+        if (sim[i] < th || !guard_ok[i]) continue;
         ++hits_n;
         if (own[i]) (pairs[i].dup ? tp : fp)++;
         if (own[i] && pairs[i].dup) ++correct;
@@ -226,6 +234,7 @@ int main(int argc, char** argv) {
     out["pairs"] = pairs.size();
     out["duplicates"] = positives;
     out["embedder"] = embedder->name();
+    out["lexical_guard"] = use_guard;
     out["at_threshold"] = at(t);
     boost::json::array sweep;
     std::optional<double> first_p95, first_cp95;

@@ -59,7 +59,7 @@ struct CacheConfig {
   IndexConfig index;
   // Cosine similarity a hit needs. Default measured with tidegate-cache-eval on the shared
   // Quora dev set for precision >= 0.95 with minilm (bench/RESULTS.md).
-  double threshold = 0.92;
+  double threshold = 0.95;
   ContextConfig context;
   std::map<std::string, ModelCacheConfig> models;
   double ttl_s = 24 * 3600.0;
@@ -68,6 +68,7 @@ struct CacheConfig {
   std::uint64_t max_bytes = 1ull << 30;
   double max_temperature = 1.0;  // requests above this bypass
   bool cache_tool_calls = false;
+  bool lexical_guard = true;  // a hit also needs equal numbers and names (policy.h)
   std::size_t max_prompt_bytes = 4096;  // longer embedded text bypasses (see README)
   std::string data_dir;                 // empty: memory only
   double snapshot_interval_s = 300;

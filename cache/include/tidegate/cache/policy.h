@@ -15,6 +15,11 @@ CachePlan make_plan(const CacheConfig& config, const RequestView& request);
 // Header helpers, exposed for tests and for the gateway's logs.
 bool cache_control_has(std::string_view header, std::string_view directive);
 
+// True unless the two texts visibly ask about different things: the numbers they contain differ
+// (as multisets), or a capitalised word (a name, not the first word) of one is absent from the
+// other. Applied to every candidate hit when `lexical_guard` is on (default).
+bool lexical_guard(std::string_view a, std::string_view b);
+
 bool is_valid_utf8(std::string_view s);
 // Sorted-key JSON, so two bodies that differ only in key order hash the same.
 std::string canonical_json(const boost::json::value& v);
