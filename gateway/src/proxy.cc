@@ -109,6 +109,8 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
   ctx_->replica_class = replica_->replica_class;
   tried_.insert(replica_->serial);
   ++attempts_;
+  if (!fresh_connection)  // a stale pooled connection retried is the same try
+    for (auto& f : impl_->filters) f->on_attempt_start(*ctx_);
   up_buffer_.clear();
   upstream_ = fresh_connection ? nullptr : worker_.conns.take(replica_->serial);
   upstream_reused_ = upstream_ != nullptr;
@@ -302,6 +304,11 @@ void Session::release_replica(Outcome outcome) {
   if (!replica_) return;
   auto r = std::move(replica_);
   replica_.reset();
+  if (ctx_) {
+    if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
+    if (summary_.completion_tokens >= 0) ctx_->completion_tokens = summary_.completion_tokens;
+    for (auto& f : impl_->filters) f->on_attempt_end(*ctx_, outcome == Outcome::kSuccess);
+  }
   if (pool_) pool_->release(r, outcome);
   else if (auto pool = impl_->upstreams.find(ctx_ ? ctx_->model : "")) pool->release(r, outcome);
 }

@@ -204,6 +204,10 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_->path = std::string(req_.target());
   const auto rid = req_["x-request-id"];
   ctx_->request_id = (!rid.empty() && rid.size() <= 128) ? std::string(rid) : impl_->next_request_id();
+  for (const auto& f : req_) {
+    if (f.name() == http::field::authorization) continue;  // secrets stay out of filters' hands
+    ctx_->request_headers[lower(f.name_string())] = std::string(f.value());
+  }
   // Authentication before parsing: unauthenticated clients learn nothing about models.
   if (!config_->api_keys.empty()) {
     const auto* key = impl_->authenticate(*config_, bearer_token(req_[http::field::authorization]));
@@ -351,6 +355,7 @@ void Session::finish_request(int status, std::string reason) {
   upstream_started_ = false;
   response_started_ = false;
   summary_ = CompletionSummary{};
+  content_chunks_ = 0;
   sse_ = SseParser{};
 }
 

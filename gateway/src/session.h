@@ -98,6 +98,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   std::optional<http::response_serializer<http::empty_body>> stream_sr_;
   std::string pending_out_;
   bool upstream_finished_ = false;
+  std::int64_t content_chunks_ = 0;  // stream token estimate until usage arrives
   std::uint64_t gen_ = 0;             // bumps per proxied request; stale upstream handlers bail
   bool watching_ = false;             // a read on the client socket is pending
   bool resume_after_watch_ = false;   // that read was cancelled to read the next request

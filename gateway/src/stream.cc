@@ -46,8 +46,25 @@ void Session::on_stream_read(beast::error_code ec) {
   const auto got = up_chunk_.size() - up_parser_->get().body().size;
   std::string out;
   const bool strip_usage = parsed_->usage_injected;
+  const bool hooks = !impl_->filters.empty();
   sse_.feed(std::string_view(up_chunk_.data(), got), [&](SseEvent&& ev) {
     const bool usage_only = accumulate_stream_chunk(ev.data, summary_);
+    if (!usage_only && summary_.completion_tokens < 0 && ev.data.find("\"choices\"") != std::string::npos)
+      ++content_chunks_;
+    if (hooks) {
+      if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
+      ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
+      if (usage_only) {
+        boost::json::error_code jec;
+        auto v = boost::json::parse(ev.data, jec);
+        if (!jec && v.is_object()) {
+          for (auto& f : impl_->filters) f->on_stream_event(*ctx_, &v.get_object());
+          if (!strip_usage) ev.raw = "data: " + boost::json::serialize(v) + "\n\n";
+        }
+      } else {
+        for (auto& f : impl_->filters) f->on_stream_event(*ctx_, nullptr);
+      }
+    }
     if (usage_only && strip_usage) return;
     out += ev.raw;
   });

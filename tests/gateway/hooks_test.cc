@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -82,9 +83,10 @@ Reply request(int port, http::verb verb, const std::string& target, const std::s
   return r;
 }
 
-std::string chat_body(const std::string& content, bool stream = false) {
+std::string chat_body(const std::string& content, bool stream = false, bool usage = false) {
   boost::json::object o{{"model", "sim"}, {"max_tokens", 6}, {"stream", stream},
                         {"messages", boost::json::array{boost::json::object{{"role", "user"}, {"content", content}}}}};
+  if (usage) o["stream_options"] = boost::json::object{{"include_usage", true}};
   return boost::json::serialize(o);
 }
 
@@ -104,6 +106,20 @@ class TestFilter final : public RequestFilter {
     }).detach();
   }
   void on_response_headers(RequestContext& ctx) override { ctx.response_headers.emplace_back("x-tidegate-cost-usd", "0.000123"); }
+  void on_attempt_start(RequestContext& ctx) override {
+    ctx.extensions["test.attempt"] = std::make_shared<int>(1);
+    attempts_started++;
+  }
+  void on_attempt_end(RequestContext& ctx, bool success) override {
+    if (success && ctx.extensions.count("test.attempt")) attempts_ok++;
+  }
+  void on_stream_event(RequestContext& ctx, boost::json::object* usage) override {
+    if (!usage) return void(stream_events++);
+    usage_seen_tokens = ctx.completion_tokens;
+    (*usage)["tidegate_cost_usd"] = 0.5;
+  }
+  std::atomic<int> attempts_started{0}, attempts_ok{0}, stream_events{0};
+  std::atomic<std::int64_t> usage_seen_tokens{-1};
   void on_complete(const RequestContext& ctx) override {
     std::lock_guard lock(mu);
     completed.push_back(ctx);
@@ -174,13 +190,25 @@ TEST(GatewayHooks, FilterAndRoutes) {
   EXPECT_EQ(ctx.content.rfind("stream hooks", 0), 0u) << ctx.content;
   EXPECT_GT(ctx.completion_tokens, 0);
   EXPECT_TRUE(ctx.complete);
+  EXPECT_GT(filter->stream_events.load(), 2);
+  EXPECT_EQ(filter->usage_seen_tokens.load(), ctx.completion_tokens);
+  EXPECT_EQ(filter->attempts_started.load(), 2);
+  EXPECT_EQ(filter->attempts_ok.load(), 2);
+  EXPECT_EQ(ctx.request_headers.count("authorization"), 0u);  // never handed to filters
+  EXPECT_EQ(ctx.request_headers["content-type"], "application/json");
+
+  // A client that asked for usage sees what the filter added to the usage chunk.
+  r = request(port, http::verb::post, "/v1/chat/completions", chat_body("usage please", true, true), "sk-hooks-0001");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("\"tidegate_cost_usd\":5E-1"), std::string::npos) << r.body;
+  filter->wait_for(3);
 
   // Answered by the filter from another thread; the replica is never asked.
   r = request(port, http::verb::post, "/v1/chat/completions", chat_body("cached?"), "sk-hooks-0001");
   ASSERT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("from cache"), std::string::npos);
   EXPECT_EQ(r.headers["x-tidegate-cache"], "hit");
-  ctx = filter->wait_for(3);
+  ctx = filter->wait_for(4);
   EXPECT_TRUE(ctx.local_reply);
   EXPECT_EQ(ctx.reason, "cache_hit");
   EXPECT_TRUE(ctx.replica_id.empty());
@@ -202,7 +230,7 @@ TEST(GatewayHooks, FilterAndRoutes) {
   EXPECT_TRUE(drained);  // nothing in flight
   r = request(port, http::verb::post, "/v1/chat/completions", chat_body("after drain"), "sk-hooks-0001");
   ASSERT_EQ(r.status, 200);
-  EXPECT_EQ(filter->wait_for(4).replica_id, "s1");
+  EXPECT_EQ(filter->wait_for(5).replica_id, "s1");
   gw.routing().remove("sim", "s0");
   EXPECT_EQ(gw.signals().sample("sim").replica_healthy.count("s0"), 0u);
   gw.stop();

@@ -5,6 +5,7 @@
 //     response headers, and an on-complete callback with tokens/content/timings;
 //   - add_route(): extra admin routes (/admin/..., /dashboard);
 //   - routing()/signals(): the scaler's RoutingTarget and SignalSource.
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <chrono>
@@ -60,10 +61,12 @@ struct RequestContext {
   std::int64_t n = 1;
   std::string user;
   std::shared_ptr<const boost::json::value> body;  // the parsed request
+  std::map<std::string, std::string> request_headers;  // client headers, names lower-cased
   std::chrono::steady_clock::time_point start;
 
   Headers response_headers;                         // filters add; sent with the response head
   std::map<std::string, std::string> attributes;    // scratchpad shared between filters
+  std::map<std::string, std::shared_ptr<void>> extensions;  // typed per-filter state
 
   // Outcome, valid in on_complete.
   int status = 0;
@@ -71,7 +74,9 @@ struct RequestContext {
   bool local_reply = false;    // answered by a filter or the gateway, not a replica
   std::string replica_id;
   std::string replica_class;
-  std::int64_t prompt_tokens = -1;      // -1: unknown
+  // -1: unknown. During a stream, completion_tokens counts content chunks (about one token
+  // each) until the usage chunk gives the real figures.
+  std::int64_t prompt_tokens = -1;
   std::int64_t completion_tokens = -1;
   std::string content;         // choice 0, accumulated across stream chunks
   std::string finish_reason;
@@ -88,6 +93,15 @@ class RequestFilter {
   // Runs on the connection's event loop. May hand work to another thread and call done
   // later; the session resumes on its own loop. Filters run in the order added.
   virtual void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) { done(std::nullopt); }
+  // Each try on a replica (retries make several): replica_id/replica_class are set.
+  virtual void on_attempt_start(RequestContext& ctx) {}
+  // That try ended; success == the replica answered (non-5xx, stream complete). Token
+  // counts in ctx are what the try produced.
+  virtual void on_attempt_end(RequestContext& ctx, bool success) {}
+  // Streams: after each upstream event is accounted (ctx tokens updated). usage_chunk is the
+  // parsed usage-only chunk, or null for other events; changes made to it reach the client
+  // when the client asked for usage (otherwise that chunk is stripped anyway).
+  virtual void on_stream_event(RequestContext& ctx, boost::json::object* usage_chunk) {}
   // Just before the response head is sent: append to ctx.response_headers. For non-stream
   // responses the body (and usage) is already known here; for streams it is not.
   virtual void on_response_headers(RequestContext& ctx) {}
