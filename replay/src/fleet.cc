@@ -78,8 +78,59 @@ double Fleet::next_transition() const {
 }
 
 void Fleet::retire_idle_draining(double t) {
-  for (std::size_t i = replicas_.size(); i-- > 0;)
-    if (replicas_[i]->state == kDraining && replicas_[i]->in_flight == 0) stop(i, t);
+  for (std::size_t i = replicas_.size(); i-- > 0;) {
+    auto& r = *replicas_[i];
+    if (r.state != kDraining || r.in_flight != 0) continue;
+    if (r.on_drained) {
+      auto cb = std::move(r.on_drained);
+      r.on_drained = nullptr;
+      cb();
+    } else if (!r.for_warm) {  // for_warm marks a controller-owned replica awaiting remove()
+      stop(i, t);
+    }
+  }
+}
+
+Replica* Fleet::find(int id) {
+  for (auto& r : replicas_)
+    if (r->id == id) return r.get();
+  return nullptr;
+}
+
+void Fleet::stop_id(int id, double t) {
+  for (std::size_t i = 0; i < replicas_.size(); ++i)
+    if (replicas_[i]->id == id) {
+      stop(i, t);
+      ++scale_events_;
+      return;
+    }
+}
+
+void Fleet::activate(Replica& r, double t) {
+  if (r.state == kDraining && r.on_drained) {  // still emptying after adoption: route it again
+    r.on_drained = nullptr;
+    r.for_warm = false;
+    set_state(r, kActive, t);
+    return;
+  }
+  if (r.state != kWarm) return;  // already routed (or still loading: the controller waits for ready)
+  set_state(r, kStarting, t);
+  r.promoting = true;
+  r.for_warm = false;
+  r.ready_at = t + opt_.profile.warm_promotion_s;
+  ++scale_events_;
+}
+
+void Fleet::drain(Replica& r, double t, std::function<void()> on_drained) {
+  if (r.state == kStarting && r.promoting) r.promoting = false;  // promotion cancelled
+  set_state(r, kDraining, t);
+  r.for_warm = true;  // owned by the controller: kept until remove()/stop()
+  r.on_drained = std::move(on_drained);
+  ++scale_events_;
+}
+
+void Fleet::unroute(Replica& r, double t) {
+  if (r.state == kDraining && r.in_flight == 0) set_state(r, kWarm, t);
 }
 
 void Fleet::apply(ScaleTarget target, double t) {
@@ -94,6 +145,7 @@ void Fleet::apply(ScaleTarget target, double t) {
     if (r->state == kWarm) {
       set_state(*r, kStarting, t);
       r->promoting = true;
+      r->for_warm = false;
       r->ready_at = t + opt_.profile.warm_promotion_s;
       ++scale_events_;
       ++active_bound;

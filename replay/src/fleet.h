@@ -2,7 +2,9 @@
 // The replay's actuator: replicas and their lifecycle (starting -> warm|active -> draining ->
 // stopped), GPU-time accounting by state, and the translation of a ScaleTarget into actions.
 // Every policy goes through the same actuator, so they differ only in what they ask for.
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tidegate/replay/policy.h"
@@ -20,6 +22,9 @@ struct Replica {
   double state_since = 0;
   int in_flight = 0;
   std::unique_ptr<sim::TimingModel> engine;
+  // Set by an external lifecycle controller's drain(): called once in_flight reaches zero;
+  // the replica then waits (still draining) for the controller to remove or stop it.
+  std::function<void()> on_drained;
 };
 
 class Fleet final {
@@ -36,6 +41,15 @@ class Fleet final {
   void retire_idle_draining(double t);
   // Closes the books at t (all replicas stop).
   void close(double t);
+
+  // Primitives for an external lifecycle controller (scaler::PoolController through
+  // VirtualPool): every replica it starts lands warm (loaded, unrouted) until activated.
+  Replica& start(double t) { return start_cold(t, true); }
+  Replica* find(int id);
+  void stop_id(int id, double t);
+  void activate(Replica& r, double t);  // warm -> routed after warm_promotion_s
+  void drain(Replica& r, double t, std::function<void()> on_drained);
+  void unroute(Replica& r, double t);   // drained and removed from routing: idle, loaded (warm)
 
   std::vector<std::unique_ptr<Replica>>& replicas() { return replicas_; }
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }

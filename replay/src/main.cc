@@ -14,6 +14,7 @@
 
 #include "tidegate/replay/cli.h"
 #include "tidegate/common/config_error.h"
+#include "tidegate/common/log.h"
 #include "tidegate/replay/report.h"
 #include "tidegate/replay/suite.h"
 
@@ -54,6 +55,8 @@ void report_trace(const tr::Trace& trace, const tr::CliArgs& args) {
 }
 
 int run(const tr::CliArgs& args) {
+  // The live lifecycle controller logs every replica transition; in a replay that is noise.
+  tidegate::log::set_min_level(tidegate::log::Level::kWarn);
   const auto& cfg = args.config;
   tr::validate(cfg.options);
   tr::ParseOptions po;

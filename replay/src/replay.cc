@@ -7,11 +7,13 @@
 #include <stdexcept>
 
 #include "fleet.h"
+#include "virtual_pool.h"
 
 namespace tidegate::replay {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kStallLimitS = 86400;
 
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
@@ -31,7 +33,7 @@ struct RequestRecord {
 class Run {
  public:
   Run(const Trace& trace, ScalingPolicy& policy, const ReplayOptions& opt)
-      : trace_(trace), policy_(policy), opt_(opt), fleet_(opt), records_(trace.requests.size()) {}
+      : trace_(trace), policy_(policy), opt_(opt), fleet_(opt), pool_(fleet_), records_(trace.requests.size()) {}
 
   ReplayResult execute() {
     const int initial = opt_.initial_active > 0 ? opt_.initial_active : opt_.replicas_min;
@@ -49,6 +51,9 @@ class Run {
       for (const auto& r : fleet_.replicas())
         if (r->in_flight > 0) next = std::min(next, r->engine->next_event_time());
       t = std::max(t, next);
+      if (!arrivals_left && t > trace_.duration_s() + kStallLimitS)
+        throw std::runtime_error("replay stalled: " + std::to_string(in_flight_ + queue_.size()) +
+                                 " requests unfinished a day after the last arrival (policy " + policy_.name() + ")");
 
       advance_engines(t);
       fleet_.complete_transitions(t);
@@ -61,8 +66,14 @@ class Run {
         const auto obs = observe(t);
         policy_.observe(obs);
         if (t >= next_decide - 1e-9) {
-          const auto target = policy_.decide(obs);
-          if (t >= opt_.warmup_s) fleet_.apply(target, t);
+          if (policy_.drives_lifecycle()) {
+            pool_.set_now(t);
+            policy_.control(obs, t >= opt_.warmup_s, pool_, pool_);
+            if (t >= opt_.warmup_s) pool_.after_step();
+          } else {
+            const auto target = policy_.decide(obs);
+            if (t >= opt_.warmup_s) fleet_.apply(target, t);
+          }
           next_decide += decide_period;
           dispatch(t);
         }
@@ -253,6 +264,7 @@ class Run {
   ScalingPolicy& policy_;
   const ReplayOptions& opt_;
   detail::Fleet fleet_;
+  detail::VirtualPool pool_;
   std::vector<RequestRecord> records_;
   std::deque<std::size_t> queue_;
   std::size_t next_arrival_ = 0;

@@ -1,5 +1,7 @@
 #include "tidegate/replay/tidegate_policy.h"
 
+#include <algorithm>
+
 namespace tidegate::replay {
 
 TidegatePolicy::TidegatePolicy(TidegatePolicyConfig config, std::string name)
@@ -21,6 +23,27 @@ scaler::PolicyInput to_policy_input(const ClusterObservation& obs) {
   in.starting = obs.starting_for_active;
   in.warm = obs.warm;
   return in;
+}
+
+void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::Actuator& actuator,
+                             scaler::RoutingTarget& routing) {
+  if (!controller_ || controller_actuator_ != &actuator) {
+    scaler::LifecycleConfig lc;
+    lc.warm_pool_size = cfg_.warm_pool_size;
+    controller_ = std::make_unique<scaler::PoolController>("replay", "replay", lc, actuator, routing);
+    controller_actuator_ = &actuator;
+  }
+  auto in = to_policy_input(obs);
+  if (apply) {
+    // As the live scaler builds its input: the controller's counts, with warm-pool refills
+    // not counted as capacity on the way.
+    const auto c = controller_->counts();
+    in.active = c.active;
+    in.starting = std::max(0, c.starting - std::max(0, cfg_.warm_pool_size - c.warm));
+    in.warm = c.warm;
+  }
+  last_ = scaler::decide(cfg_.policy, state_, in);
+  if (apply) controller_->step(obs.t, last_.desired);
 }
 
 ScaleTarget TidegatePolicy::decide(const ClusterObservation& obs) {

@@ -5,6 +5,7 @@
 #include "tidegate/replay/config.h"
 #include "tidegate/replay/replay.h"
 #include "tidegate/replay/tidegate_policy.h"
+#include "tidegate/common/log.h"
 
 namespace tidegate::replay {
 namespace {
@@ -125,6 +126,29 @@ TEST(ReplayLoop, ColdStartsAndWarmPromotionsTakeTheirTime) {
     }
     EXPECT_TRUE(saw_warm);
     EXPECT_GT(r.summary.gpu_hours_by_state[kWarm], 0);
+  }
+}
+
+TEST(ReplayLoop, LiveLifecycleControllerKeepsTheWarmPoolAndLosesNothing) {
+  log::set_min_level(log::Level::kWarn);  // the controller logs every transition
+  const auto trace = synthetic_trace(900, 6, 1000, 100);
+  auto o = small_options();
+  o.initial_active = 3;
+  for (const bool lifecycle : {true, false}) {
+    TidegatePolicyConfig tc = default_config().tidegate;
+    tc.policy.min_replicas = o.replicas_min;
+    tc.policy.max_replicas = o.replicas_max;
+    tc.warm_pool_size = 1;
+    tc.lifecycle_controller = lifecycle;
+    TidegatePolicy policy(tc, "tidegate");
+    ASSERT_EQ(policy.drives_lifecycle(), lifecycle);
+    const auto r = run_replay(trace, policy, o);
+    EXPECT_EQ(r.summary.completed, trace.requests.size()) << lifecycle;
+    EXPECT_GT(r.summary.gpu_hours_by_state[kWarm], 0) << lifecycle;  // the pool was kept
+    EXPECT_GE(r.summary.ttft_slo_attainment, 0.9) << lifecycle;
+    int warm_rows = 0;
+    for (const auto& row : r.timeline) warm_rows += row.warm >= 1;
+    EXPECT_GT(warm_rows, static_cast<int>(r.timeline.size()) / 2) << lifecycle;
   }
 }
 

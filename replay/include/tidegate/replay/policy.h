@@ -6,6 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "tidegate/scaler/actuator.h"
+#include "tidegate/scaler/routing.h"
+
 namespace tidegate::replay {
 
 // One sample of the simulated cluster, taken every ReplayOptions::sample_period_s.
@@ -50,6 +53,14 @@ class ScalingPolicy {
   virtual double decide_period_s() const = 0;
   virtual void observe(const ClusterObservation& obs) {}
   virtual ScaleTarget decide(const ClusterObservation& obs) = 0;
+
+  // A policy that brings its own lifecycle controller (Tidegate's scaler::PoolController)
+  // gets control() instead of decide() + the replay's actuator: it acts on the simulated fleet
+  // through the same Actuator and RoutingTarget interfaces the live controller uses. `apply`
+  // is false during the warm-up (observe and decide, do not act).
+  virtual bool drives_lifecycle() const { return false; }
+  virtual void control(const ClusterObservation& obs, bool apply, scaler::Actuator& actuator,
+                       scaler::RoutingTarget& routing) {}
 };
 
 using PolicyFactory = std::function<std::unique_ptr<ScalingPolicy>()>;
