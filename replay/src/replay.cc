@@ -51,9 +51,14 @@ class Run {
       for (const auto& r : fleet_.replicas())
         if (r->in_flight > 0) next = std::min(next, r->engine->next_event_time());
       t = std::max(t, next);
-      if (!arrivals_left && t > trace_.duration_s() + kStallLimitS)
-        throw std::runtime_error("replay stalled: " + std::to_string(in_flight_ + queue_.size()) +
-                                 " requests unfinished a day after the last arrival (policy " + policy_.name() + ")");
+      if (!arrivals_left && t > trace_.duration_s() + kStallLimitS) {
+        std::string fleet;
+        for (const auto& r : fleet_.replicas())
+          fleet += " r" + std::to_string(r->id) + ":" + state_name(r->state) + "/" + std::to_string(r->in_flight);
+        throw std::runtime_error("replay stalled: " + std::to_string(in_flight_) + " in flight, " +
+                                 std::to_string(queue_.size()) + " queued a day after the last arrival (policy " +
+                                 policy_.name() + "; replicas/in-flight:" + fleet + ")");
+      }
 
       advance_engines(t);
       fleet_.complete_transitions(t);
