@@ -6,7 +6,12 @@
 // (filters, routes, RoutingTarget/SignalSource).
 #include <atomic>
 #include <condition_variable>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -27,6 +32,36 @@ using namespace tidegate;
 int usage(int code) {
   std::cerr << "usage: tidegate --config FILE | --check-config FILE\n";
   return code;
+}
+
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const auto byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = ::write(g_signal_pipe[1], &byte, 1);  // async-signal-safe
+}
+
+bool install_signal_pipe() {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGHUP, SIGTERM, SIGINT})
+    if (::sigaction(sig, &sa, nullptr) != 0) return false;
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}
+
+// Blocks until a signal arrives; returns its number.
+int next_signal() {
+  for (;;) {
+    unsigned char byte = 0;
+    const auto n = ::read(g_signal_pipe[0], &byte, 1);
+    if (n == 1) return byte;
+    if (n < 0 && errno == EINTR) continue;
+    return SIGTERM;  // the pipe broke: shut down rather than spin
+  }
 }
 
 bool present(const YAML::Node& n) { return n && !n.IsNull(); }
@@ -142,14 +177,12 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Signals are taken by one thread with sigwait, so no handler runs inside event loops.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  // Signals become bytes on a pipe that one thread reads. Blocking them and using sigwait is
+  // not enough here: libraries (OpenBLAS) start threads before main with signals unblocked.
+  if (!install_signal_pipe()) {
+    log::error("gateway.signal_setup_failed", {{"error", std::strerror(errno)}});
+    return 1;
+  }
 
   gateway::Gateway gw(sections.gateway);
   app::Components c;
@@ -194,8 +227,7 @@ int main(int argc, char** argv) {
 
   std::thread signals([&] {
     for (;;) {
-      int sig = 0;
-      if (sigwait(&set, &sig) != 0) continue;
+      const int sig = next_signal();
       if (sig == SIGHUP) {
         try {
           gw.reload(load(config_path).gateway);
