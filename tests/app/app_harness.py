@@ -84,6 +84,10 @@ class App:
     def restart(self):
         """Stops the gateway gracefully (exit 0 checked) and starts it again on the same config."""
         self.gw.close()
+        self.start()
+
+    def start(self):
+        """Starts the gateway again on the same config (after gw.close())."""
         self.gw = Gateway(self.env.tidegate, self._models, top=self._top, timeouts=self._timeouts)
         self.url = self.gw.url
 
@@ -211,3 +215,23 @@ class Recorder:
 
 def tempdir(prefix):
     return tempfile.mkdtemp(prefix=prefix)
+
+
+def expect_hit(client, body, headers=None, tries=40):
+    """Inserts are asynchronous (embedding runs on cache workers after the answer went out), so
+    a repeat sent at once may still miss; it must turn into a hit within a bounded time."""
+    for _ in range(tries):
+        r = post(client, body, headers)
+        verdict = r.headers.get("x-tidegate-cache")
+        if verdict == "hit":
+            return r
+        assert verdict == "miss", (r.status_code, r.headers, r.text)
+        time.sleep(0.05)
+    raise AssertionError(f"no hit after {tries} tries: {body}")
+
+
+def wait_stored(app, entries, timeout=10):
+    """Waits until the cache holds at least `entries` entries (see expect_hit)."""
+    with app.admin() as adm:
+        wait_until(lambda: adm.get("/admin/cache/stats").json()["entries"] >= entries, timeout=timeout,
+                   what=f"{entries} cache entries")

@@ -2,7 +2,8 @@
 import json
 import os
 
-from app_harness import (App, Sim, assert_valid_sse, cache_yaml, chat, model_yaml, post, stream, stream_text)
+from app_harness import (App, Sim, assert_valid_sse, cache_yaml, chat, expect_hit, model_yaml, post, stream,
+                         stream_text, wait_stored)
 
 
 def _content(r):
@@ -19,6 +20,7 @@ def test_cache_nonstream_hit(env):
         first = r1.json()
         assert first["object"] == "chat.completion"
         assert _content(r1).startswith("What is the capital of France?")  # --echo: the sim answered
+        wait_stored(app, 1)
         r2 = post(c, body)
         assert r2.status_code == 200, r2.text
         assert r2.headers["x-tidegate-cache"] == "hit", r2.headers
@@ -55,6 +57,7 @@ def test_cache_stream_hit(env):
         assert_valid_sse(ev1, done1, want_usage=True)
         text = stream_text(ev1)
         assert text.startswith("Tell me about tides")
+        wait_stored(app, 1)
         h2, ev2, done2 = stream(c, body)
         assert h2["x-tidegate-cache"] == "hit", h2
         assert float(h2["x-tidegate-cache-similarity"]) >= 0.95 and "x-tidegate-cache-age" in h2
@@ -72,6 +75,7 @@ def test_cache_stream_hit(env):
         assert r.headers["x-tidegate-cache"] == "hit" and _content(r) == text
         r = post(c, chat("Where do salmon spawn?"))
         assert r.headers["x-tidegate-cache"] == "miss"
+        wait_stored(app, 2)
         h4, ev4, done4 = stream(c, chat("Where do salmon spawn?"))
         assert h4["x-tidegate-cache"] == "hit"
         assert_valid_sse(ev4, done4, want_usage=False)
@@ -99,7 +103,7 @@ def test_cache_scoping(env):
         q = "Which plan am I on?"
         ra = post(a, chat(q, system="tenant acme"))
         assert ra.headers["x-tidegate-cache"] == "miss"
-        assert post(a, chat(q, system="tenant acme")).headers["x-tidegate-cache"] == "hit"
+        expect_hit(a, chat(q, system="tenant acme"))
         # Same system prompt and same prompt from another tenant: must miss (scoped by tenant).
         rg = post(g, chat(q, system="tenant acme"))
         assert rg.headers["x-tidegate-cache"] == "miss", "tenant globex was served acme's entry"
@@ -110,8 +114,8 @@ def test_cache_scoping(env):
         # Different system prompt: miss.
         assert post(a, chat(q, system="you are terse")).headers["x-tidegate-cache"] == "miss"
         # And each scope then hits its own entry.
-        assert post(g, chat(q, system="tenant acme")).headers["x-tidegate-cache"] == "hit"
-        assert post(a, chat(q, model="m2", system="tenant acme")).headers["x-tidegate-cache"] == "hit"
+        expect_hit(g, chat(q, system="tenant acme"))
+        expect_hit(a, chat(q, model="m2", system="tenant acme"))
         _multiturn(env, a)
 
 
@@ -134,7 +138,7 @@ def _multiturn(env, client):
         assert r.status_code == 200 and r.headers["x-tidegate-cache"] == "miss", (r.status_code, r.headers)
     for i, conv in enumerate(convs):
         # Its own conversation hits; the same follow-up after another conversation never does.
-        assert post(client, turns(conv, conv["Follow-Up Query"])).headers["x-tidegate-cache"] == "hit"
+        expect_hit(client, turns(conv, conv["Follow-Up Query"]))
         other = convs[(i + 1) % len(convs)]
         r = post(client, turns(other, conv["Follow-Up Query"]))
         assert r.headers["x-tidegate-cache"] != "hit", f"follow-up hit across conversations: {conv['Follow-Up Query']}"
@@ -160,13 +164,19 @@ def test_cache_cacheability(env):
             again = post(c, body)
             want = "miss" if headers else "bypass"  # the body still asks for a bypass
             assert again.headers["x-tidegate-cache"] == want, (label, again.headers)
-        assert post(c, chat("bypass three")).headers["x-tidegate-cache"] == "hit"  # stored by the repeat
+        expect_hit(c, chat("bypass three"))  # stored by the repeat
         # no-cache: no read, but the fresh answer is stored.
         post(c, chat("revalidate me"))
+        expect_hit(c, chat("revalidate me"))
         r = post(c, chat("revalidate me"), {"Cache-Control": "no-cache"})
+        assert r.headers["x-tidegate-cache"] != "hit", r.headers  # an entry exists, yet no read
+        with app.admin() as adm:
+            before = adm.get("/admin/cache/stats").json()["entries"]
+        r = post(c, chat("fresh through no-cache"), {"Cache-Control": "no-cache"})
         assert r.headers["x-tidegate-cache"] != "hit", r.headers
-        r2 = post(c, chat("revalidate me"))
-        assert r2.headers["x-tidegate-cache"] == "hit"
+        wait_stored(app, before + 1)
+        r2 = post(c, chat("fresh through no-cache"))
+        assert r2.headers["x-tidegate-cache"] == "hit", r2.headers
         assert _content(r2) == _content(r)
         # Errors are not stored.
         for _ in range(2):
