@@ -30,7 +30,7 @@ GatewayStats::GatewayStats(p::Registry& r)
       queue_depth(p::BuildGauge().Name("tidegate_queue_depth").Help("Requests waiting in the admission queue").Register(r)),
       queue_wait_seconds(p::BuildHistogram().Name("tidegate_queue_wait_seconds").Help("Time spent in the admission queue").Register(r)),
       upstream_errors(p::BuildCounter().Name("tidegate_upstream_errors_total").Help("Upstream failures by reason").Register(r)),
-      replicas(p::BuildGauge().Name("tidegate_replicas").Help("Replicas by routing state").Register(r)),
+      replicas(p::BuildGauge().Name("tidegate_upstream_replicas").Help("Upstream replicas by routing state").Register(r)),
       in_flight(p::BuildGauge().Name("tidegate_upstream_in_flight").Help("Requests being served by replicas").Register(r)),
       local_replies(p::BuildCounter().Name("tidegate_local_replies_total").Help("Responses the gateway answered itself, by reason").Register(r)),
       retries(p::BuildCounter().Name("tidegate_retries_total").Help("Requests retried on another replica").Register(r)),

@@ -196,7 +196,7 @@ def test_upstream_hanging(env):
 def test_all_replicas_down(env):
     gw = Gateway(env.tidegate, model_yaml("m", [free_port(), free_port()], health_interval="100ms", failures=1))
     try:
-        wait_until(lambda: gw.metric("tidegate_replicas", {"model": "m", "state": "ejected"}) == 2, what="ejection")
+        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 2, what="ejection")
         assert httpx.get(gw.url + "/readyz").status_code == 503
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
         _error(r, 503, "no_ready_replica")

@@ -128,11 +128,11 @@ def test_passive_ejection_and_readmission(env):
             for _ in range(2):
                 assert c.post("/v1/chat/completions", json=chat()).status_code == 500
             # Two failures in a row: ejected without waiting for a probe.
-            assert gw.metric("tidegate_replicas", {"model": "m", "state": "ejected"}) == 1
+            assert gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1
             assert c.post("/v1/chat/completions", json=chat()).status_code == 503
             up.mode = "ok"
             # The next successful probe re-admits it.
-            wait_until(lambda: gw.metric("tidegate_replicas", {"model": "m", "state": "healthy"}) == 1,
+            wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "healthy"}) == 1,
                        timeout=5, what="re-admission")
             assert c.post("/v1/chat/completions", json=chat()).status_code == 200
     finally:
@@ -211,7 +211,7 @@ def test_metrics_promtool(env):
             c.post("/v1/chat/completions", json=chat("unknown"))
             text = c.get("/metrics").text
         for name in ("tidegate_requests_total", "tidegate_request_duration_seconds", "tidegate_time_to_first_byte_seconds",
-                     "tidegate_gateway_overhead_seconds", "tidegate_queue_depth", "tidegate_replicas",
+                     "tidegate_gateway_overhead_seconds", "tidegate_queue_depth", "tidegate_upstream_replicas",
                      "tidegate_local_replies_total"):
             assert name in text, name
         p = subprocess.run([env.promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
