@@ -51,23 +51,12 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     return done(std::nullopt);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // the cache caps it lower
-  cache_->lookup(holder->plan, deadline, [ctx, holder, done = std::move(done)](cache::LookupResult r) {
+  cache_->lookup(holder->plan, deadline, [this, ctx, holder, done = std::move(done)](cache::LookupResult r) {
     if (r.status != cache::CacheStatus::kHit) {
       const auto status = std::string(cache::to_string(r.status));
       ctx->attributes[kStatus] = status;
       ctx->response_headers.emplace_back("x-tidegate-cache", status);
       return done(std::nullopt);
-    }
-    gateway::LocalReply reply;
-    reply.reason = "cache_hit";
-    const auto endpoint = ctx->path.rfind("/v1/chat/completions", 0) == 0 ? cache::RequestView::Endpoint::kChat
-                                                                           : cache::RequestView::Endpoint::kCompletions;
-    if (ctx->stream) {
-      reply.content_type = "text/event-stream";
-      reply.body = cache::render_hit_sse(endpoint, ctx->model, r.answer, ctx->client_wants_usage);
-      reply.headers.emplace_back("Cache-Control", "no-cache");
-    } else {
-      reply.body = cache::render_hit_json(endpoint, ctx->model, r.answer);
     }
     ctx->attributes[kStatus] = "hit";
     ctx->attributes[kPromptTokens] = std::to_string(r.answer.prompt_tokens);
@@ -75,12 +64,39 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     ctx->attributes["cache.entry_id"] = std::to_string(r.entry_id);
     ctx->prompt_tokens = r.answer.prompt_tokens;
     ctx->completion_tokens = r.answer.completion_tokens;
+    gateway::LocalReply reply;
+    reply.reason = "cache_hit";
+    const auto endpoint = ctx->path.rfind("/v1/chat/completions", 0) == 0 ? cache::RequestView::Endpoint::kChat
+                                                                           : cache::RequestView::Endpoint::kCompletions;
+    if (ctx->stream) {
+      reply.content_type = "text/event-stream";
+      reply.body = cache::render_hit_sse(endpoint, ctx->model, r.answer, ctx->client_wants_usage);
+      if (ctx->client_wants_usage && price_hit_) add_cost_to_usage_chunk(reply.body, price_hit_(*ctx));
+      reply.headers.emplace_back("Cache-Control", "no-cache");
+    } else {
+      reply.body = cache::render_hit_json(endpoint, ctx->model, r.answer);
+    }
     reply.headers.emplace_back("x-tidegate-cache", "hit");
     reply.headers.emplace_back("x-tidegate-cache-similarity", fixed(r.similarity, 4));
     reply.headers.emplace_back("x-tidegate-cache-age", std::to_string(static_cast<long long>(std::floor(r.age_s))));
     reply.headers.emplace_back("x-tidegate-cache-entry", std::to_string(r.entry_id));
     done(std::move(reply));
   });
+}
+
+void add_cost_to_usage_chunk(std::string& sse, double cost_usd) {
+  const auto done = sse.rfind("data: [DONE]");
+  if (done == std::string::npos || done < 2) return;
+  const auto start = sse.rfind("data: ", done - 2);
+  if (start == std::string::npos) return;
+  const auto json_begin = start + 6;
+  auto json_end = done;
+  while (json_end > json_begin && (sse[json_end - 1] == '\n' || sse[json_end - 1] == '\r')) --json_end;
+  boost::system::error_code ec;
+  auto v = boost::json::parse(std::string_view(sse).substr(json_begin, json_end - json_begin), ec);
+  if (ec || !v.is_object() || !v.as_object().contains("usage")) return;  // no usage chunk: nothing to annotate
+  v.as_object()["tidegate_cost_usd"] = cost_usd;
+  sse.replace(json_begin, json_end - json_begin, boost::json::serialize(v));
 }
 
 void CacheFilter::on_complete(const gateway::RequestContext& ctx) {

@@ -1,6 +1,7 @@
 #pragma once
 // Puts the semantic cache in front of the replicas: lookup before forwarding (a hit is a
 // local reply), insert after a complete answer. Fails open: the cache never fails a request.
+#include <functional>
 #include <memory>
 
 #include "tidegate/cache/semantic_cache.h"
@@ -10,7 +11,12 @@ namespace tidegate::app {
 
 class CacheFilter final : public gateway::RequestFilter {
  public:
-  explicit CacheFilter(std::shared_ptr<cache::SemanticCache> cache) : cache_(std::move(cache)) {}
+  // Prices a hit (the cost filter's job) early enough for a streamed hit to carry the figure
+  // on its usage chunk, as a streamed miss does; empty when costs are off.
+  using HitPricer = std::function<double(gateway::RequestContext&)>;
+
+  explicit CacheFilter(std::shared_ptr<cache::SemanticCache> cache, HitPricer price_hit = {})
+      : cache_(std::move(cache)), price_hit_(std::move(price_hit)) {}
 
   void pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) override;
   void on_complete(const gateway::RequestContext& ctx) override;
@@ -22,6 +28,10 @@ class CacheFilter final : public gateway::RequestFilter {
 
  private:
   std::shared_ptr<cache::SemanticCache> cache_;
+  HitPricer price_hit_;
 };
+
+// Adds "tidegate_cost_usd" to the usage chunk (the event before [DONE]) of a rendered SSE body.
+void add_cost_to_usage_chunk(std::string& sse, double cost_usd);
 
 }  // namespace tidegate::app

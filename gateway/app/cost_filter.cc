@@ -19,6 +19,7 @@ struct CostFilter::State {
   std::uint64_t handle = 0;  // open ledger request (0: none)
   double cost = 0;           // settled so far (all attempts, or the cache lookup)
   bool reported = false;     // the client already saw the figure
+  bool hit_priced = false;   // a cache hit was charged (exactly once)
 };
 
 cost::RequestLabels labels_of(const gateway::RequestContext& ctx) {
@@ -91,14 +92,7 @@ void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
   if (ctx.local_reply) {
     const auto it = ctx.attributes.find(CacheFilter::kStatus);
     if (it == ctx.attributes.end() || it->second != "hit") return;  // errors and refusals cost nothing
-    const auto tokens = [&](const char* key) {
-      const auto t = ctx.attributes.find(key);
-      return t == ctx.attributes.end() ? 0LL : std::atoll(t->second.c_str());
-    };
-    double saving = 0;
-    s.cost = accounting_->cache_hit(labels_of(ctx), tokens(CacheFilter::kPromptTokens),
-                                    tokens(CacheFilter::kCompletionTokens), clock_(), &saving);
-    ctx.attributes["cache_saving_usd"] = usd(saving);
+    price_hit(ctx);
   } else if (!ctx.stream) {
     settle(ctx, s);  // non-stream: the whole answer (and its usage) is in hand
   } else {
@@ -107,6 +101,21 @@ void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
   ctx.response_headers.emplace_back("x-tidegate-cost-usd", usd(s.cost));
   ctx.attributes["cost_usd"] = usd(s.cost);
   s.reported = true;
+}
+
+double CostFilter::price_hit(gateway::RequestContext& ctx) {
+  auto& s = state(ctx);
+  if (s.hit_priced) return s.cost;
+  const auto tokens = [&](const char* key) {
+    const auto t = ctx.attributes.find(key);
+    return t == ctx.attributes.end() ? 0LL : std::atoll(t->second.c_str());
+  };
+  double saving = 0;
+  s.cost = accounting_->cache_hit(labels_of(ctx), tokens(CacheFilter::kPromptTokens),
+                                  tokens(CacheFilter::kCompletionTokens), clock_(), &saving);
+  ctx.attributes["cache_saving_usd"] = usd(saving);
+  s.hit_priced = true;
+  return s.cost;
 }
 
 void CostFilter::on_complete(const gateway::RequestContext& ctx) {

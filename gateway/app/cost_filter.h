@@ -23,6 +23,10 @@ class CostFilter final : public gateway::RequestFilter {
   void on_response_headers(gateway::RequestContext& ctx) override;
   void on_complete(const gateway::RequestContext& ctx) override;
 
+  // Charges a cache hit (cache lookup price, savings) once per request and returns its cost.
+  // The cache filter calls it before rendering a streamed hit; on_response_headers otherwise.
+  double price_hit(gateway::RequestContext& ctx);
+
  private:
   struct State;
   static State& state(gateway::RequestContext& ctx);

@@ -193,10 +193,21 @@ int main(int argc, char** argv) {
     log::error("gateway.component_failed", {{"error", e.what()}});
     return 1;
   }
-  c.dashboard = std::make_shared<app::DashboardFeed>(2.0, 300);
+  // The gateway's series share the cost series' time axis on the dashboard (same step and window).
+  c.dashboard = sections.cost ? std::make_shared<app::DashboardFeed>(sections.cost->live_step_s,
+                                                                     static_cast<std::size_t>(sections.cost->live_points))
+                              : std::make_shared<app::DashboardFeed>(5.0, 120);
   gw.add_filter(c.dashboard);
-  if (c.accounting) gw.add_filter(std::make_shared<app::CostFilter>(c.accounting, app::unix_now));
-  if (c.cache) gw.add_filter(std::make_shared<app::CacheFilter>(c.cache));
+  std::shared_ptr<app::CostFilter> cost_filter;
+  if (c.accounting) {
+    cost_filter = std::make_shared<app::CostFilter>(c.accounting, app::unix_now);
+    gw.add_filter(cost_filter);
+  }
+  if (c.cache) {
+    app::CacheFilter::HitPricer price_hit;
+    if (cost_filter) price_hit = [cost_filter](gateway::RequestContext& ctx) { return cost_filter->price_hit(ctx); };
+    gw.add_filter(std::make_shared<app::CacheFilter>(c.cache, std::move(price_hit)));
+  }
 
   if (c.accounting) {
     // Static replicas are active from the start; scaled ones report through the listener.

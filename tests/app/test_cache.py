@@ -11,7 +11,10 @@ def _content(r):
 
 
 def test_cache_nonstream_hit(env):
-    with App(env) as app, app.client() as c:
+    sims = {"m": [Sim(env.sim, "--model", "m", "--echo", "--ttft-ms", "5", "--tpot-ms", "1")],
+            "plain": [Sim(env.sim, "--model", "plain", "--ttft-ms", "5", "--tpot-ms", "1")]}
+    off = "  models:\n    plain: {enabled: false}\n"
+    with App(env, sims=sims, cache=cache_yaml(extra=off)) as app, app.client() as c:
         body = chat("What is the capital of France?")
         r1 = post(c, body)
         assert r1.status_code == 200, r1.text
@@ -45,8 +48,10 @@ def test_cache_nonstream_hit(env):
         parsed = raw.parse()
         assert parsed.choices[0].message.content == _content(r1)
         assert parsed.usage.total_tokens == hit["usage"]["total_tokens"]
-        # Non-chat routes carry no cache verdict, a cache-less model answers "off" only if configured.
-        assert c.get("/v1/models").status_code in (200, 404)
+        # A model with the cache turned off says so, every time.
+        for _ in range(2):
+            r = post(c, chat("What is the capital of France?", model="plain"))
+            assert r.status_code == 200 and r.headers["x-tidegate-cache"] == "off", r.headers
 
 
 def test_cache_stream_hit(env):
