@@ -1,36 +1,77 @@
 #!/usr/bin/env bash
 # Starts Tidegate with configs/demo.yaml (simulated replicas started by the scaler), prints the
 # URLs to try, and optionally drives a burst of traffic so scaling and the cache show:
-#   scripts/demo.sh            # run until Ctrl-C
-#   DEMO_LOAD=1 scripts/demo.sh  # also send a 60 s burst (bounded) from the load script
+#   scripts/demo.sh                  # run until Ctrl-C
+#   DEMO_LOAD=1 scripts/demo.sh      # also send a bounded burst, then watch the scale-down
+#   BUILD=build-foo scripts/demo.sh  # binaries from another build dir (default: build)
+#   DEMO_PORT=8090 scripts/demo.sh   # listen elsewhere than 8080
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/build/bin:$PATH"
+BUILD=${BUILD:-build}
+PORT=${DEMO_PORT:-8080}
+SECONDS_LOAD=${DEMO_SECONDS:-40}
+BASE="http://127.0.0.1:$PORT"
+for bin in tidegate tidegate-sim; do
+  if [[ ! -x $BUILD/bin/$bin ]]; then
+    echo "demo: $BUILD/bin/$bin is missing; build it first (make build, or BUILD=<dir> for another build dir)" >&2
+    exit 1
+  fi
+done
+if [[ ! -x .venv/bin/python ]]; then
+  echo "demo: .venv is missing; run scripts/setup.sh" >&2
+  exit 1
+fi
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  echo "demo: port $PORT on 127.0.0.1 is already in use (another demo still running?)." >&2
+  echo "      Stop it, or pick another port: DEMO_PORT=8090 scripts/demo.sh" >&2
+  exit 1
+fi
+export PATH="$(cd "$BUILD/bin" && pwd):$PATH"
 mkdir -p .cache/demo
-build/bin/tidegate --check-config configs/demo.yaml
-build/bin/tidegate --config configs/demo.yaml 2> >(tee .cache/demo/tidegate.log >&2) &
+config=.cache/demo/demo.yaml
+sed "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/" configs/demo.yaml > "$config"
+"$BUILD/bin/tidegate" --check-config "$config"
+"$BUILD/bin/tidegate" --config "$config" 2> >(tee .cache/demo/tidegate.log >&2) &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT INT TERM
+ready=0
 for _ in $(seq 1 120); do
-  curl -fs http://127.0.0.1:8080/readyz >/dev/null 2>&1 && break
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "demo: tidegate exited during startup; see .cache/demo/tidegate.log" >&2
+    exit 1
+  fi
+  if curl -fs "$BASE/readyz" >/dev/null 2>&1; then ready=1; break; fi
   sleep 0.5
 done
+if [[ $ready != 1 ]]; then
+  echo "demo: tidegate did not become ready in 60 s (first replica still loading?); see .cache/demo/tidegate.log" >&2
+  exit 1
+fi
 cat <<MSG
 
-Tidegate is up on http://127.0.0.1:8080 (simulated llama-sim replicas, warm pool of 1).
+Tidegate is up on $BASE (simulated llama-sim replicas, warm pool of 1).
 
-  Dashboard      http://127.0.0.1:8080/dashboard/
-  Metrics        http://127.0.0.1:8080/metrics
-  Scaler         curl -H 'Authorization: Bearer admin-demo' http://127.0.0.1:8080/admin/scaler
-  Costs          curl -H 'Authorization: Bearer admin-demo' 'http://127.0.0.1:8080/admin/costs?by=tenant'
-  Cache stats    curl -H 'Authorization: Bearer admin-demo' http://127.0.0.1:8080/admin/cache/stats
-  A request      curl http://127.0.0.1:8080/v1/chat/completions -H 'Authorization: Bearer sk-demo-search' \\
+  Dashboard      $BASE/dashboard/
+  Metrics        $BASE/metrics
+  Scaler         curl -H 'Authorization: Bearer admin-demo' $BASE/admin/scaler
+  Costs          curl -H 'Authorization: Bearer admin-demo' '$BASE/admin/costs?by=tenant'
+  Cache stats    curl -H 'Authorization: Bearer admin-demo' $BASE/admin/cache/stats
+  A request      curl $BASE/v1/chat/completions -H 'Authorization: Bearer sk-demo-search' \\
                    -H 'Content-Type: application/json' \\
                    -d '{"model":"llama-sim","messages":[{"role":"user","content":"What is a tidegate?"}]}'
   Send it twice: the second answer comes from the cache (x-tidegate-cache: hit, x-tidegate-cost-usd).
-  Load burst     .venv/bin/python scripts/demo_load.py --seconds 60 --concurrency 48
+  Load burst     .venv/bin/python scripts/demo_load.py --base $BASE --seconds 40 --concurrency 48
 
 Ctrl-C stops the gateway and its replicas.
 MSG
-if [[ ${DEMO_LOAD:-0} == 1 ]]; then .venv/bin/python scripts/demo_load.py --seconds 60 --concurrency 48 || true; fi
+if [[ ${DEMO_LOAD:-0} == 1 ]]; then
+  echo "demo: ${SECONDS_LOAD} s burst of 48 concurrent streams; the scaler's view follows"
+  .venv/bin/python scripts/demo_watch.py --base "$BASE" --seconds "$SECONDS_LOAD" &
+  watch=$!
+  .venv/bin/python scripts/demo_load.py --base "$BASE" --seconds "$SECONDS_LOAD" --concurrency 48 || true
+  wait $watch 2>/dev/null || true
+  echo "demo: burst over; watching the scale-down (stabilisation window, then drains)"
+  .venv/bin/python scripts/demo_watch.py --base "$BASE" --seconds 90 --until-min || true
+  curl -fs -H 'Authorization: Bearer admin-demo' "$BASE/admin/costs?by=tenant" && echo
+fi
 wait $pid
