@@ -32,8 +32,19 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
   } else {
     if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
     yaml_reject_unknown(node, path,
-                        {"type", "model_dir", "url", "model", "api_key_env", "timeout", "threads", "max_batch", "dim"});
+                        {"type", "device", "model_dir", "url", "model", "api_key_env", "timeout", "threads", "max_batch",
+                         "dim"});
     e.type = yaml_string(node, "type", path, e.type);
+    const auto device = yaml_string(node, "device", path, std::string("auto"));
+    if (device == "auto") {
+      e.device = EmbedderConfig::Device::kAuto;
+    } else if (device == "cpu") {
+      e.device = EmbedderConfig::Device::kCpu;
+    } else if (device == "gpu") {
+      e.device = EmbedderConfig::Device::kGpu;
+    } else {
+      throw ConfigError(path_join(path, "device"), yaml_line(node["device"]), "expected auto, cpu or gpu");
+    }
     e.model_dir = yaml_string(node, "model_dir", path, e.model_dir);
     e.url = yaml_string(node, "url", path, e.url);
     e.model = yaml_string(node, "model", path, e.model);
@@ -45,6 +56,9 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
   }
   if (e.type != "minilm" && e.type != "openai" && e.type != "hash")
     throw ConfigError(path_join(path, "type"), yaml_line(node), "expected minilm, openai or hash");
+  if (e.type != "minilm" && e.device == EmbedderConfig::Device::kGpu)
+    throw ConfigError(path_join(path, "device"), yaml_line(node["device"]),
+                      "gpu is only available for the minilm embedder");
   if (e.type == "openai" && e.url.empty())
     throw ConfigError(path_join(path, "url"), yaml_line(node), "required for the openai embedder");
   if (e.timeout_s <= 0) throw ConfigError(path_join(path, "timeout"), yaml_line(node), "must be > 0");
@@ -54,13 +68,14 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
 IndexConfig parse_index(const YAML::Node& node, const std::string& path) {
   IndexConfig ix;
   if (!node) return ix;
-  YAML::Node map = node;
+  // Not `map = node; map = YAML::Node()`: yaml-cpp assignment writes through to `node`.
+  YAML::Node map;
   std::string type;
   if (node.IsScalar()) {  // shorthand: `index: flat`
     type = node.Scalar();
-    map = YAML::Node();
   } else {
-    if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected hnsw, flat or a mapping");
+    map.reset(node);
+    if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected hnsw, flat, gpu-flat or a mapping");
     yaml_reject_unknown(node, path, {"type", "m", "ef_construction", "ef_search", "flat_max", "rebuild_fraction"});
     type = yaml_string(node, "type", path, std::string("hnsw"));
   }
@@ -68,10 +83,13 @@ IndexConfig parse_index(const YAML::Node& node, const std::string& path) {
     ix.type = IndexConfig::Type::kHnsw;
   } else if (type == "flat") {
     ix.type = IndexConfig::Type::kFlat;
+  } else if (type == "gpu-flat") {
+    ix.type = IndexConfig::Type::kGpuFlat;
   } else {
-    throw ConfigError(node.IsScalar() ? path : path_join(path, "type"), yaml_line(node), "expected hnsw or flat");
+    throw ConfigError(node.IsScalar() ? path : path_join(path, "type"),
+                      yaml_line(node.IsScalar() ? node : node["type"]), "expected hnsw, flat or gpu-flat");
   }
-  if (map) {
+  if (map.IsMap()) {
     ix.hnsw_m = static_cast<int>(yaml_int(map, "m", path, ix.hnsw_m, 4, 128));
     ix.ef_construction = static_cast<int>(yaml_int(map, "ef_construction", path, ix.ef_construction, 8, 4096));
     ix.ef_search = static_cast<int>(yaml_int(map, "ef_search", path, ix.ef_search, 1, 4096));

@@ -33,25 +33,30 @@ std::string_view to_string(EvictReason r) {
   return "unknown";
 }
 
-EntryStore::EntryStore(std::size_t dim, IndexConfig index, std::uint64_t max_entries, std::uint64_t max_bytes)
-    : dim_(dim), index_config_(index), max_entries_(max_entries), max_bytes_(max_bytes) {}
+EntryStore::EntryStore(std::size_t dim, IndexConfig index, std::uint64_t max_entries, std::uint64_t max_bytes,
+                       IndexFactory gpu_index)
+    : dim_(dim),
+      index_config_(index),
+      max_entries_(max_entries),
+      max_bytes_(max_bytes),
+      gpu_index_(index.type == IndexConfig::Type::kGpuFlat ? std::move(gpu_index) : IndexFactory{}) {}
 
 void EntryStore::insert(Entry entry, const EvictFn& on_evict) {
   if (entry.vector.size() != dim_) throw std::invalid_argument("entry vector has the wrong dimension");
   if (entry.id == 0) entry.id = next_id();
   reserve_ids_above(entry.id);
   std::unique_lock lock(mu_);
-  auto& scope = scopes_[entry.scope_key];
-  if (!scope.index)
-    scope.index = std::make_shared<FaissVectorIndex>(dim_, index_config_, IndexConfig::Type::kFlat);
   const auto tk = text_key(entry.text);
-  if (const auto it = scope.by_text.find(tk); it != scope.by_text.end())
-    erase_locked(it->second, EvictReason::kReplaced, on_evict);
-  auto& sc = scopes_[entry.scope_key];  // erase_locked may have dropped and recreated nothing; re-fetch
-  if (!sc.index) sc.index = std::make_shared<FaissVectorIndex>(dim_, index_config_, IndexConfig::Type::kFlat);
+  if (const auto sit = scopes_.find(entry.scope_key); sit != scopes_.end())
+    if (const auto it = sit->second.by_text.find(tk); it != sit->second.by_text.end())
+      erase_locked(it->second, EvictReason::kReplaced, on_evict);  // may drop the scope
+  const std::string scope_key = entry.scope_key;
+  auto& sc = scopes_[scope_key];
+  if (!sc.index && !sc.gpu)
+    sc.index = std::make_shared<FaissVectorIndex>(dim_, index_config_, IndexConfig::Type::kFlat);
   const auto id = entry.id;
   const auto vid = static_cast<std::int64_t>(id);
-  sc.index->add(1, entry.vector.data(), &vid);
+  sc.active().add(1, entry.vector.data(), &vid);
   sc.by_text[tk] = id;
   bytes_ += entry.bytes();
   std::list<std::uint64_t>::iterator pos;
@@ -70,6 +75,35 @@ void EntryStore::insert(Entry entry, const EvictFn& on_evict) {
     }
     erase_locked(victim, by_count ? EvictReason::kEntries : EvictReason::kBytes, on_evict);
   }
+  if (gpu_index_) maybe_promote_to_gpu_locked(scope_key);
+}
+
+// Synchronous, under the unique lock: one bulk upload of flat_max vectors happens once per scope
+// and takes milliseconds, which keeps the move free of the journal a background rebuild needs.
+// Any failure (no memory on the device, a CUDA error) leaves the scope on its CPU index.
+void EntryStore::maybe_promote_to_gpu_locked(const std::string& scope_key) {
+  const auto sit = scopes_.find(scope_key);
+  if (sit == scopes_.end() || sit->second.gpu || sit->second.index->size() <= index_config_.flat_max) return;
+  auto& scope = sit->second;
+  std::vector<float> vectors;
+  std::vector<std::int64_t> ids;
+  vectors.reserve(scope.by_text.size() * dim_);
+  ids.reserve(scope.by_text.size());
+  for (const auto& [text, id] : scope.by_text) {
+    const auto it = entries_.find(id);
+    if (it == entries_.end()) continue;
+    vectors.insert(vectors.end(), it->second.entry.vector.begin(), it->second.entry.vector.end());
+    ids.push_back(static_cast<std::int64_t>(id));
+  }
+  try {
+    auto gpu = gpu_index_();
+    if (!gpu) return;
+    gpu->add(ids.size(), vectors.data(), ids.data());
+    scope.gpu = std::move(gpu);
+    scope.index.reset();
+  } catch (const std::exception&) {
+    // Stays on the CPU; the next insert into this scope tries again.
+  }
 }
 
 bool EntryStore::erase_locked(std::uint64_t id, EvictReason reason, const EvictFn& on_evict) {
@@ -79,7 +113,7 @@ bool EntryStore::erase_locked(std::uint64_t id, EvictReason reason, const EvictF
   if (on_evict) on_evict(e, reason);
   const auto sit = scopes_.find(e.scope_key);
   if (sit != scopes_.end()) {
-    sit->second.index->remove(static_cast<std::int64_t>(id));
+    sit->second.active().remove(static_cast<std::int64_t>(id));
     sit->second.by_text.erase(text_key(e.text));
     if (sit->second.by_text.empty()) scopes_.erase(sit);
   }
@@ -98,7 +132,7 @@ std::optional<Match> EntryStore::best(const std::string& scope_key, const float*
   if (sit == scopes_.end()) return std::nullopt;
   // A few candidates so that an expired best match does not hide a live second one.
   constexpr std::size_t kCandidates = 4;
-  const auto hits = sit->second.index->search(1, query, kCandidates);
+  const auto hits = sit->second.active().search(1, query, kCandidates);
   for (const auto& h : hits) {
     if (h.id < 0) break;
     const auto it = entries_.find(static_cast<std::uint64_t>(h.id));
@@ -160,9 +194,13 @@ std::size_t EntryStore::maintain_indexes() {
   std::vector<std::pair<std::shared_ptr<FaissVectorIndex>, IndexConfig::Type>> work;
   {
     std::shared_lock lock(mu_);
+    // gpu-flat without a GPU factory is the CPU path, i.e. HNSW for big scopes.
+    const bool to_hnsw = index_config_.type == IndexConfig::Type::kHnsw ||
+                         (index_config_.type == IndexConfig::Type::kGpuFlat && !gpu_index_);
     for (const auto& [key, scope] : scopes_) {
       const auto& ix = scope.index;
-      if (index_config_.type == IndexConfig::Type::kHnsw && ix->type() == IndexConfig::Type::kFlat &&
+      if (!ix) continue;  // on the GPU: removals free slots there, nothing to rebuild
+      if (to_hnsw && ix->type() == IndexConfig::Type::kFlat &&
           ix->size() > index_config_.flat_max)
         work.emplace_back(ix, IndexConfig::Type::kHnsw);
       else if (ix->needs_compaction())
@@ -194,6 +232,12 @@ std::uint64_t EntryStore::bytes() const {
 std::size_t EntryStore::scopes() const {
   std::shared_lock lock(mu_);
   return scopes_.size();
+}
+std::size_t EntryStore::gpu_scopes() const {
+  std::shared_lock lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [key, scope] : scopes_) n += scope.gpu != nullptr;
+  return n;
 }
 
 void EntryStore::reserve_ids_above(std::uint64_t id) {

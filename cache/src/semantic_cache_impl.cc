@@ -60,7 +60,8 @@ SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, 
     : config_(std::move(config)),
       embedder_(std::move(embedder)),
       metrics_(registry),
-      store_(embedder_->dim(), config_->index, config_->max_entries, config_->max_bytes),
+      index_backend_(choose_index_backend(config_->index, embedder_->dim())),
+      store_(embedder_->dim(), config_->index, config_->max_entries, config_->max_bytes, index_backend_.gpu),
       workers_(config_->workers) {
   EmbedBatcherOptions bo;
   bo.threads = static_cast<std::size_t>(config_->embedder.threads);
@@ -188,7 +189,16 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
   r.embed_s = embed_s;
   const auto t1 = Clock::now();
   const auto now_ms = now_unix_ms();
-  auto match = store_.best(plan.scope_key, v.data(), now_ms);
+  std::optional<Match> match;
+  try {
+    match = store_.best(plan.scope_key, v.data(), now_ms);
+  } catch (const std::exception& e) {  // a CUDA error on a GPU index: fail open
+    if (state->fire(bypass_result("search-error"), metrics_)) {
+      ++bypasses_;
+      log::warn("cache.search_failed", {{"error", e.what()}});
+    }
+    return;
+  }
   r.search_s = seconds_since(t1);
   recent_.put(vector_key(plan), std::move(v));
 
@@ -303,7 +313,11 @@ boost::json::object SemanticCacheImpl::stats() const {
   s["embed_errors"] = embed_errors_.load();
   s["embedder"] = embedder_->name();
   s["dim"] = embedder_->dim();
-  s["index"] = config_->index.type == IndexConfig::Type::kHnsw ? "hnsw" : "flat";
+  // Backends actually in use, after any GPU fallback (the config says what was asked for).
+  s["embedder_device"] = embedder_->name().ends_with("-gpu") ? "gpu" : "cpu";
+  s["index"] = index_backend_.name;
+  if (!index_backend_.fallback_reason.empty()) s["index_fallback_reason"] = index_backend_.fallback_reason;
+  s["gpu_scopes"] = store_.gpu_scopes();
   s["threshold"] = config_->threshold;
   s["queued"] = workers_.queued();
   boost::json::object p;

@@ -33,6 +33,14 @@ class RecentVectors final {
   std::unordered_map<std::string, std::pair<std::vector<float>, std::list<std::string>::iterator>> map_;
 };
 
+// Which index the scopes use, decided once at construction (factory.cc).
+struct IndexBackend {
+  std::string name;             // gpu-flat | hnsw | flat: what big scopes actually use
+  std::string fallback_reason;  // why gpu-flat was not used, when it was asked for
+  EntryStore::IndexFactory gpu;
+};
+IndexBackend choose_index_backend(const IndexConfig& config, std::size_t dim);
+
 class SemanticCacheImpl final : public SemanticCache {
  public:
   SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
@@ -68,6 +76,7 @@ class SemanticCacheImpl final : public SemanticCache {
   const std::shared_ptr<const CacheConfig> config_;
   const std::shared_ptr<Embedder> embedder_;
   mutable CacheMetrics metrics_;
+  const IndexBackend index_backend_;
   EntryStore store_;
   std::unique_ptr<Persistence> persistence_;
   RecentVectors recent_{2048};

@@ -95,6 +95,10 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       {"cache:\n  models:\n    llama:\n      context: {mode: all}\n", "cache.models.llama.context.mode", 4},
       {"cache:\n  ttl: 0\n", "cache.ttl", 2},
       {"cache:\n  max_bytes: 12\n", "cache.max_bytes", 2},
+      {"cache:\n  embedder:\n    type: minilm\n    device: tpu\n", "cache.embedder.device", 4},
+      {"cache:\n  embedder:\n    type: hash\n    device: gpu\n", "cache.embedder.device", 4},
+      {"cache:\n  index:\n    type: gpu-fast\n", "cache.index.type", 3},
+      {"cache:\n  index: gpu\n", "cache.index", 2},
   };
   for (const auto& c : cases) {
     try {
@@ -105,4 +109,18 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
     }
   }
+}
+
+TEST(CacheConfig, GpuKeys) {
+  const auto dflt = parse("cache: {enabled: true}\n");
+  EXPECT_EQ(dflt->embedder.device, EmbedderConfig::Device::kAuto);
+  EXPECT_EQ(dflt->index.type, IndexConfig::Type::kHnsw);
+  const auto gpu = parse("cache:\n  embedder: {type: minilm, device: gpu}\n  index: {type: gpu-flat, flat_max: 0}\n");
+  EXPECT_EQ(gpu->embedder.device, EmbedderConfig::Device::kGpu);
+  EXPECT_EQ(gpu->index.type, IndexConfig::Type::kGpuFlat);
+  EXPECT_EQ(gpu->index.flat_max, 0u);
+  EXPECT_EQ(parse("cache:\n  embedder: {device: cpu}\n")->embedder.device, EmbedderConfig::Device::kCpu);
+  EXPECT_EQ(parse("cache:\n  index: gpu-flat\n")->index.type, IndexConfig::Type::kGpuFlat);
+  // auto is fine for any embedder type (it only ever picks the GPU for minilm).
+  EXPECT_EQ(parse("cache:\n  embedder: {type: hash, device: auto}\n")->embedder.device, EmbedderConfig::Device::kAuto);
 }

@@ -10,7 +10,13 @@
 namespace tidegate::cache {
 
 struct EmbedderConfig {
+  // Where minilm runs. kAuto: the GPU encoder when kernels::gpu_available(), else the CPU one;
+  // kGpu: asked for explicitly, still falls back to the CPU (with a warning) rather than keep
+  // the gateway from starting; kCpu: never touches CUDA. Other embedder types ignore kAuto and
+  // reject kGpu at config load.
+  enum class Device { kAuto, kCpu, kGpu };
   std::string type = "minilm";  // minilm | openai | hash
+  Device device = Device::kAuto;
   std::string model_dir;        // minilm: folder with model.safetensors + vocab.txt
   std::string url;              // openai: base URL, e.g. http://127.0.0.1:8080/v1
   std::string model;            // openai: model name sent in the request
@@ -22,7 +28,9 @@ struct EmbedderConfig {
 };
 
 struct IndexConfig {
-  enum class Type { kHnsw, kFlat };
+  // kGpuFlat: a scope past flat_max moves to its own CUDA flat index (kernels/) instead of
+  // HNSW; without a usable GPU it behaves as kHnsw (see README "GPU path").
+  enum class Type { kHnsw, kFlat, kGpuFlat };
   Type type = Type::kHnsw;
   int hnsw_m = 32;
   int ef_construction = 64;

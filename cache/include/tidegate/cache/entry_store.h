@@ -2,7 +2,9 @@
 // Entries and their per-scope vector indexes, with TTL and LRU caps on count and bytes.
 // Each scope key owns its own index, so a search can only ever return entries of its scope:
 // isolation does not depend on a global top-k being deep enough. A scope starts on an exact
-// flat index and moves to HNSW once it holds more than IndexConfig::flat_max vectors.
+// flat index and moves to HNSW once it holds more than IndexConfig::flat_max vectors, or, with
+// index type gpu-flat and a GPU index factory, to its own GPU flat index (one per scope, so the
+// isolation argument is the same on the GPU; there is never a shared GPU index to filter).
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -51,7 +53,11 @@ struct Match {
 class EntryStore final {
  public:
   using EvictFn = std::function<void(const Entry&, EvictReason)>;
-  EntryStore(std::size_t dim, IndexConfig index, std::uint64_t max_entries, std::uint64_t max_bytes);
+  // Makes an empty GPU index of the store's dim, or nullptr (device full, CUDA error).
+  using IndexFactory = std::function<std::unique_ptr<VectorIndex>()>;
+  // `gpu_index` is used only when index.type is kGpuFlat; without it kGpuFlat acts as kHnsw.
+  EntryStore(std::size_t dim, IndexConfig index, std::uint64_t max_entries, std::uint64_t max_bytes,
+             IndexFactory gpu_index = {});
 
   // Takes ownership; evicts LRU entries beyond the caps. An entry with the same scope and
   // text replaces the older one. `on_evict` runs under the store lock for each removed entry.
@@ -71,6 +77,7 @@ class EntryStore final {
   std::size_t size() const;
   std::uint64_t bytes() const;
   std::size_t scopes() const;
+  std::size_t gpu_scopes() const;  // scopes whose vectors live in a GPU index
   std::uint64_t next_id() { return next_id_.fetch_add(1); }
   void reserve_ids_above(std::uint64_t id);
 
@@ -80,15 +87,19 @@ class EntryStore final {
     std::list<std::uint64_t>::iterator lru;
   };
   struct Scope {
-    std::shared_ptr<FaissVectorIndex> index;
+    std::shared_ptr<FaissVectorIndex> index;  // CPU; null once the scope moved to the GPU
+    std::unique_ptr<VectorIndex> gpu;
     std::unordered_map<std::string, std::uint64_t> by_text;
+    VectorIndex& active() const { return gpu ? *gpu : *index; }
   };
   bool erase_locked(std::uint64_t id, EvictReason reason, const EvictFn& on_evict);
+  void maybe_promote_to_gpu_locked(const std::string& scope_key);
 
   const std::size_t dim_;
   const IndexConfig index_config_;
   const std::uint64_t max_entries_;
   const std::uint64_t max_bytes_;
+  const IndexFactory gpu_index_;
   mutable std::shared_mutex mu_;
   std::unordered_map<std::uint64_t, Slot> entries_;
   std::unordered_map<std::string, Scope> scopes_;
