@@ -52,23 +52,26 @@ BalancerKind parse_balancer(const YAML::Node& node, const std::string& path) {
 
 ReplicaConfig parse_replica(const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
-  yaml_reject_unknown(node, path, {"id", "url", "weight", "class"});
+  yaml_reject_unknown(node, path, {"id", "url", "weight", "class", "api_key"});
   ReplicaConfig r;
   r.id = yaml_string(node, "id", path);
   const auto url = yaml_string(node, "url", path);
   parse_url(url, path_join(path, "url"), yaml_line(node["url"]), r);
   r.weight = yaml_double(node, "weight", path, 1.0, 0.0);
   r.replica_class = yaml_string(node, "class", path, std::string());
+  r.api_key = yaml_string(node, "api_key", path, std::string());
   return r;
 }
 
 ModelConfig parse_model(const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
-  yaml_reject_unknown(node, path, {"name", "balancer", "max_concurrency_per_replica", "queue", "health", "replicas"});
+  yaml_reject_unknown(node, path, {"name", "balancer", "max_concurrency_per_replica", "queue", "health", "replicas",
+                                  "replica_api_key"});
   ModelConfig m;
   m.name = yaml_string(node, "name", path);
   if (m.name.empty()) throw ConfigError(path_join(path, "name"), yaml_line(node["name"]), "must not be empty");
   m.balancer = parse_balancer(node, path);
+  m.replica_api_key = yaml_string(node, "replica_api_key", path, std::string());
   m.max_concurrency_per_replica =
       static_cast<int>(yaml_int(node, "max_concurrency_per_replica", path, 64, 1, 1000000));
   if (const auto q = node["queue"]) {
@@ -109,9 +112,13 @@ void parse_limits(const YAML::Node& root, GatewayConfig& c) {
   const auto n = root["limits"];
   if (!n) return;
   if (!n.IsMap()) throw ConfigError("limits", yaml_line(n), "expected a mapping");
-  yaml_reject_unknown(n, "limits", {"max_header_bytes", "max_body_bytes", "max_connections"});
+  yaml_reject_unknown(n, "limits", {"max_header_bytes", "max_body_bytes", "max_connections", "max_upstream_body_bytes"});
   c.limits.max_header_bytes = yaml_bytes(n, "max_header_bytes", "limits", c.limits.max_header_bytes);
   c.limits.max_body_bytes = yaml_bytes(n, "max_body_bytes", "limits", c.limits.max_body_bytes);
+  c.limits.max_upstream_body_bytes =
+      yaml_bytes(n, "max_upstream_body_bytes", "limits", c.limits.max_upstream_body_bytes);
+  if (c.limits.max_upstream_body_bytes < 1024)
+    throw ConfigError("limits.max_upstream_body_bytes", yaml_line(n["max_upstream_body_bytes"]), "must be at least 1KiB");
   c.limits.max_connections = static_cast<std::size_t>(yaml_int(n, "max_connections", "limits", 10000, 1, 10000000));
   if (c.limits.max_header_bytes < 1024)
     throw ConfigError("limits.max_header_bytes", yaml_line(n["max_header_bytes"]), "must be at least 1KiB");

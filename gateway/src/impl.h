@@ -90,6 +90,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::mutex rng_mu;
   std::mt19937_64 rng{std::random_device{}()};
   std::atomic<std::uint64_t> request_counter{0};
+  const std::uint64_t request_id_seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   std::mutex stop_mu;
   std::condition_variable stop_cv;
 };

@@ -156,6 +156,14 @@ void Session::send_upstream() {
   up_head_ += ctx_->stream ? "text/event-stream" : "application/json";
   up_head_ += "\r\nx-request-id: ";
   up_head_ += ctx_->request_id;
+  // The replica's own key (the client's Authorization never leaves the gateway).
+  const std::string* key = &replica_->api_key;
+  if (key->empty())
+    if (const auto* mc = config_->find_model(ctx_->model)) key = &mc->replica_api_key;
+  if (!key->empty()) {
+    up_head_ += "\r\nAuthorization: Bearer ";
+    up_head_ += *key;
+  }
   up_head_ += "\r\nContent-Length: ";
   up_head_ += std::to_string(body.size());
   up_head_ += "\r\n\r\n";
@@ -194,6 +202,9 @@ void Session::on_upstream_head(beast::error_code ec) {
   const auto ct = up_parser_->get()[http::field::content_type];
   if (status == 200 && ct.find("text/event-stream") != std::string_view::npos) return start_stream();
   up_body_.clear();
+  // A declared length over the cap fails before reading anything.
+  if (const auto len = up_parser_->content_length(); len && *len > config_->limits.max_upstream_body_bytes)
+    return upstream_body_too_large();
   read_upstream_body();
 }
 
@@ -207,10 +218,24 @@ void Session::read_upstream_body() {
     if (ec == http::error::need_buffer) ec = {};
     const auto got = self->up_chunk_.size() - self->up_parser_->get().body().size;
     self->up_body_.append(self->up_chunk_.data(), got);
+    if (!ec && self->up_body_.size() > self->config_->limits.max_upstream_body_bytes) return self->upstream_body_too_large();
     if (ec) return self->attempt_failed(ec == beast::error::timeout ? "body_timeout" : "body_read_failed", false,
                                         ec == beast::error::timeout);
     self->read_upstream_body();
   });
+}
+
+// Not the replica's fault as far as health goes (it answered), and not retried: the same
+// request would produce the same body.
+void Session::upstream_body_too_large() {
+  impl_->stats.upstream_error(ctx_->model, "body_too_large");
+  drop_upstream();
+  release_replica(Outcome::kNeutral);
+  up_body_.clear();
+  up_body_.shrink_to_fit();
+  send_error(error_with_status(502, "upstream response body is larger than limits.max_upstream_body_bytes (" +
+                                        std::to_string(config_->limits.max_upstream_body_bytes) + " bytes)",
+                               "upstream_body_too_large"));
 }
 
 void Session::on_upstream_body(beast::error_code) {

@@ -121,13 +121,14 @@ void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
   {
     std::lock_guard lock(mu_);
     auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == rc.id; });
-    if (it != replicas_.end() && (*it)->host == rc.host && (*it)->port == rc.port) {
+    // A new key is a new replica too: sessions read api_key without the lock.
+    if (it != replicas_.end() && (*it)->host == rc.host && (*it)->port == rc.port && (*it)->api_key == rc.api_key) {
       (*it)->weight = rc.weight;
       (*it)->draining = false;  // re-activated before it finished draining
       (*it)->on_drained = nullptr;
       (*it)->from_config = (*it)->from_config || from_config;
     } else {
-      if (it != replicas_.end()) {  // same id, new address: the old one finishes on its own
+      if (it != replicas_.end()) {  // same id, new address or key: the old one finishes on its own
         (*it)->removed = true;
         replicas_.erase(it);
       }
@@ -137,6 +138,7 @@ void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
       r->port = rc.port;
       r->weight = rc.weight;
       r->replica_class = rc.replica_class;
+      r->api_key = rc.api_key;
       r->from_config = from_config;
       r->serial = g_serial.fetch_add(1);
       replicas_.push_back(std::move(r));

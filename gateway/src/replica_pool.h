@@ -27,6 +27,7 @@ struct Replica {
   std::uint16_t port = 0;
   double weight = 1.0;
   std::string replica_class;
+  std::string api_key;        // upstream Authorization; empty: the model's replica_api_key
   bool from_config = false;   // config reloads only touch these; the scaler owns the rest
   std::uint64_t serial = 0;   // unique per process: keys connection pools across re-adds
   // Guarded by the owning pool's mutex.

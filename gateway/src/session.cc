@@ -356,7 +356,8 @@ void Session::finish_request(int status, std::string reason) {
   response_started_ = false;
   summary_ = CompletionSummary{};
   content_chunks_ = 0;
-  sse_ = SseParser{};
+  sse_.reset();
+  stream_out_.clear();
 }
 
 void Session::close() {

@@ -47,10 +47,14 @@ class Session final : public std::enable_shared_from_this<Session> {
   void on_upstream_head(beast::error_code ec);
   void read_upstream_body();
   void on_upstream_body(beast::error_code ec);
+  void upstream_body_too_large();
   void start_stream();
   void read_stream();
   void on_stream_read(beast::error_code ec);
-  void write_stream_chunk(std::string data, bool last);
+  void format_stream_head();
+  void write_stream_chunk(bool last);
+  std::array<net::const_buffer, 3> frame_stream_out(bool last);
+  void finish_stream();
   void end_stream_with_error(const ApiError& e);
   void attempt_failed(const std::string& reason, bool before_response, bool timeout);
   void release_replica(Outcome outcome);
@@ -94,9 +98,13 @@ class Session final : public std::enable_shared_from_this<Session> {
   SseParser sse_;
   CompletionSummary summary_;
   bool response_started_ = false;  // bytes reached the client: no more retries
-  std::optional<http::response<http::empty_body>> stream_head_;
-  std::optional<http::response_serializer<http::empty_body>> stream_sr_;
-  std::string pending_out_;
+  // Stream output, reused across requests: the hand-formatted head (sent with the first
+  // events when they came in the same read), events batched per upstream read, framing.
+  std::string stream_head_;
+  bool head_pending_ = false;
+  bool stream_keep_alive_ = true;
+  std::string stream_out_;
+  std::string stream_frame_;
   bool upstream_finished_ = false;
   std::int64_t content_chunks_ = 0;  // stream token estimate until usage arrives
   std::uint64_t gen_ = 0;             // bumps per proxied request; stale upstream handlers bail

@@ -1,40 +1,51 @@
 #include "sse.h"
 
-#include <boost/json.hpp>
+#include "chunk_scan.h"
 
 namespace tidegate::gateway {
-namespace json = boost::json;
 
-void SseParser::feed(std::string_view bytes, const std::function<void(SseEvent&&)>& on_event) {
-  // Only new bytes can end an event; the empty-line test looks backwards, so it also sees
-  // a "\n" + "\n" pair split across two reads.
-  const std::size_t from = buffer_.size();
-  buffer_.append(bytes);
-  std::size_t start = 0;
-  for (auto nl = buffer_.find('\n', from); nl != std::string::npos; nl = buffer_.find('\n', nl + 1)) {
-    const bool leading_blank = nl == start || (nl == start + 1 && buffer_[start] == '\r');
-    if (leading_blank) {  // stray blank lines between events carry nothing
-      start = nl + 1;
-      continue;
-    }
-    const bool blank_line = (nl >= start + 1 && buffer_[nl - 1] == '\n') ||
-                            (nl >= start + 2 && buffer_[nl - 1] == '\r' && buffer_[nl - 2] == '\n');
-    if (blank_line) {
-      parse_event(std::string_view(buffer_).substr(start, nl + 1 - start), on_event);
-      start = nl + 1;
-    }
+void SseParser::feed(std::string_view bytes) {
+  if (start_ > 0) {  // drop the events already handed out
+    buffer_.erase(0, start_);
+    search_ -= start_;
+    start_ = 0;
   }
-  buffer_.erase(0, start);
+  buffer_.append(bytes);
   if (buffer_.size() > kMaxEventBytes) {
     overflowed_ = true;
     buffer_.clear();
+    search_ = 0;
   }
 }
 
-void SseParser::parse_event(std::string_view raw, const std::function<void(SseEvent&&)>& on_event) {
-  SseEvent ev;
-  ev.raw.assign(raw);
-  bool any_data = false;
+bool SseParser::next(SseEvent& ev) {
+  // Only new bytes can end an event; the empty-line test looks backwards, so it also sees
+  // a "\n" + "\n" pair split across two reads.
+  for (auto nl = buffer_.find('\n', search_); nl != std::string::npos; nl = buffer_.find('\n', nl + 1)) {
+    search_ = nl + 1;
+    const bool leading_blank = nl == start_ || (nl == start_ + 1 && buffer_[start_] == '\r');
+    if (leading_blank) {  // stray blank lines between events carry nothing
+      start_ = nl + 1;
+      continue;
+    }
+    const bool blank_line = (nl >= start_ + 1 && buffer_[nl - 1] == '\n') ||
+                            (nl >= start_ + 2 && buffer_[nl - 1] == '\r' && buffer_[nl - 2] == '\n');
+    if (blank_line) {
+      const auto raw = std::string_view(buffer_).substr(start_, nl + 1 - start_);
+      start_ = nl + 1;
+      parse_event(raw, ev);
+      return true;
+    }
+  }
+  search_ = buffer_.size();
+  return false;
+}
+
+void SseParser::parse_event(std::string_view raw, SseEvent& ev) {
+  ev.raw = raw;
+  ev.data = {};
+  ev.event = {};
+  int data_lines = 0;
   std::size_t pos = 0;
   while (pos < raw.size()) {
     auto end = raw.find('\n', pos);
@@ -51,83 +62,65 @@ void SseParser::parse_event(std::string_view raw, const std::function<void(SseEv
       if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
     }
     if (field == "data") {
-      if (any_data) ev.data.push_back('\n');
-      ev.data.append(value);
-      any_data = true;
+      if (data_lines == 1) joined_.assign(ev.data);  // second line: from now on, join
+      if (data_lines >= 1) {
+        joined_.push_back('\n');
+        joined_.append(value);
+      } else {
+        ev.data = value;
+      }
+      ++data_lines;
     } else if (field == "event") {
-      ev.event.assign(value);
+      ev.event = value;
     }
   }
-  on_event(std::move(ev));
+  if (data_lines > 1) ev.data = joined_;
 }
 
-namespace {
-
-void read_usage(const json::object& obj, CompletionSummary& s) {
-  const auto* usage = obj.if_contains("usage");
-  if (!usage || !usage->is_object()) return;
-  const auto& u = usage->get_object();
-  if (const auto* p = u.if_contains("prompt_tokens"); p && p->is_int64()) s.prompt_tokens = p->get_int64();
-  if (const auto* c = u.if_contains("completion_tokens"); c && c->is_int64()) s.completion_tokens = c->get_int64();
-}
-
-const json::object* first_choice(const json::object& obj, bool* has_choices) {
-  *has_choices = false;
-  const auto* choices = obj.if_contains("choices");
-  if (!choices || !choices->is_array() || choices->get_array().empty()) return nullptr;
-  *has_choices = true;
-  for (const auto& c : choices->get_array()) {
-    if (!c.is_object()) continue;
-    const auto* idx = c.get_object().if_contains("index");
-    if (!idx || (idx->is_int64() && idx->get_int64() == 0)) return &c.get_object();
-  }
-  return nullptr;
-}
-
-void read_finish(const json::object& choice, CompletionSummary& s) {
-  if (const auto* f = choice.if_contains("finish_reason"); f && f->is_string()) s.finish_reason = f->get_string();
-}
-
-}  // namespace
-
-bool accumulate_stream_chunk(std::string_view data, CompletionSummary& s) {
+ChunkKind accumulate_stream_chunk(std::string_view data, CompletionSummary& s) {
   if (data == "[DONE]") {
     s.done = true;
-    return false;
+    return {};
   }
-  json::error_code ec;
-  auto v = json::parse(data, ec);
-  if (ec || !v.is_object()) return false;
-  const auto& obj = v.get_object();
-  read_usage(obj, s);
-  bool has_choices = false;
-  const auto* choice = first_choice(obj, &has_choices);
-  if (choice) {
-    if (const auto* delta = choice->if_contains("delta"); delta && delta->is_object()) {
-      if (const auto* c = delta->get_object().if_contains("content"); c && c->is_string()) s.content.append(c->get_string());
-    } else if (const auto* t = choice->if_contains("text"); t && t->is_string()) {
-      s.content.append(t->get_string());
+  ChunkFacts f;
+  if (!scan_chunk(data, f)) return {};
+  if (f.prompt_tokens) s.prompt_tokens = *f.prompt_tokens;
+  if (f.completion_tokens) s.completion_tokens = *f.completion_tokens;
+  if (f.choice) {
+    const auto& c = *f.choice;
+    if (c.delta_is_object) {
+      if (c.delta_content.present) c.delta_content.append_to(s.content);
+    } else if (c.text.present) {
+      c.text.append_to(s.content);
     }
-    read_finish(*choice, s);
+    if (c.finish_reason.present) {
+      s.finish_reason.clear();
+      c.finish_reason.append_to(s.finish_reason);
+    }
   }
-  const auto* usage = obj.if_contains("usage");
-  return !has_choices && usage && usage->is_object();
+  return {!f.has_choices && f.usage_is_object, f.has_choices};
 }
 
 void summarize_response_body(std::string_view body, CompletionSummary& s) {
-  json::error_code ec;
-  auto v = json::parse(body, ec);
-  if (ec || !v.is_object()) return;
-  const auto& obj = v.get_object();
-  read_usage(obj, s);
-  bool has_choices = false;
-  if (const auto* choice = first_choice(obj, &has_choices)) {
-    if (const auto* m = choice->if_contains("message"); m && m->is_object()) {
-      if (const auto* c = m->get_object().if_contains("content"); c && c->is_string()) s.content = c->get_string();
-    } else if (const auto* t = choice->if_contains("text"); t && t->is_string()) {
-      s.content = t->get_string();
+  ChunkFacts f;
+  if (!scan_chunk(body, f)) return;
+  if (f.prompt_tokens) s.prompt_tokens = *f.prompt_tokens;
+  if (f.completion_tokens) s.completion_tokens = *f.completion_tokens;
+  if (f.choice) {
+    const auto& c = *f.choice;
+    if (c.message_is_object) {
+      if (c.message_content.present) {
+        s.content.clear();
+        c.message_content.append_to(s.content);
+      }
+    } else if (c.text.present) {
+      s.content.clear();
+      c.text.append_to(s.content);
     }
-    read_finish(*choice, s);
+    if (c.finish_reason.present) {
+      s.finish_reason.clear();
+      c.finish_reason.append_to(s.finish_reason);
+    }
   }
   s.done = true;
 }

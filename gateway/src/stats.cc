@@ -2,6 +2,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <cstdio>
+
 #include "upstreams.h"
 
 namespace tidegate::gateway {
@@ -39,9 +41,20 @@ GatewayStats::GatewayStats(p::Registry& r)
 
 void GatewayStats::request_done(const std::string& model, const std::string& tenant, int status, double total_s,
                                 double ttfb_s, double overhead_s) {
-  requests.Add({{"model", model}, {"tenant", tenant}, {"status", std::to_string(status)}}).Increment();
-  duration.Add({{"model", model}}, latency_buckets()).Observe(total_s);
-  if (ttfb_s >= 0) ttfb.Add({{"model", model}}, latency_buckets()).Observe(ttfb_s);
+  char code[16];
+  const int n = std::snprintf(code, sizeof code, "%d", status);
+  std::string key;
+  key.reserve(model.size() + tenant.size() + 8);
+  key.append(model).append(1, '\x1f').append(tenant).append(1, '\x1f').append(code, static_cast<std::size_t>(n));
+  request_children
+      .get(key, [&]() -> p::Counter& {
+        return requests.Add({{"model", model}, {"tenant", tenant}, {"status", std::string(code, static_cast<std::size_t>(n))}});
+      })
+      .Increment();
+  duration_children.get(model, [&]() -> p::Histogram& { return duration.Add({{"model", model}}, latency_buckets()); })
+      .Observe(total_s);
+  if (ttfb_s >= 0)
+    ttfb_children.get(model, [&]() -> p::Histogram& { return ttfb.Add({{"model", model}}, latency_buckets()); }).Observe(ttfb_s);
   if (overhead_s >= 0) overhead.Observe(overhead_s);
 }
 

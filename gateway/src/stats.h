@@ -7,18 +7,42 @@
 #include <prometheus/registry.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace tidegate::gateway {
 
 class Upstreams;
+
+// Family::Add builds a label map, hashes it and locks on every call. Children are never
+// removed, so the hot path looks them up by one flat key under a short lock instead.
+template <class T>
+class ChildCache final {
+ public:
+  template <class Make>
+  T& get(const std::string& key, Make&& make) {
+    std::lock_guard lock(mu_);
+    if (auto it = map_.find(key); it != map_.end()) return *it->second;
+    T& child = make();
+    map_.emplace(key, &child);
+    return child;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, T*> map_;
+};
 
 struct GatewayStats final {
   explicit GatewayStats(prometheus::Registry& registry);
 
   void request_done(const std::string& model, const std::string& tenant, int status, double total_s, double ttfb_s,
                     double overhead_s);
-  void local_reply(const std::string& reason) { local_replies.Add({{"reason", reason}}).Increment(); }
+  void local_reply(const std::string& reason) {
+    local_reply_children.get(reason, [&]() -> prometheus::Counter& { return local_replies.Add({{"reason", reason}}); })
+        .Increment();
+  }
   void upstream_error(const std::string& model, const std::string& reason) {
     upstream_errors.Add({{"model", model}, {"reason", reason}}).Increment();
   }
@@ -43,6 +67,10 @@ struct GatewayStats final {
   prometheus::Counter& connections_total;
 
  private:
+  ChildCache<prometheus::Counter> request_children;
+  ChildCache<prometheus::Histogram> duration_children;
+  ChildCache<prometheus::Histogram> ttfb_children;
+  ChildCache<prometheus::Counter> local_reply_children;
   static const prometheus::Histogram::BucketBoundaries& latency_buckets();
   static const prometheus::Histogram::BucketBoundaries& wait_buckets();
 };

@@ -83,3 +83,23 @@ TEST(GatewayConfig, ErrorsNameKeyAndLine) {
   e = error_of("models: []\n");
   EXPECT_EQ(e.key(), "models");
 }
+
+TEST(GatewayConfig, UpstreamKeysAndBodyCap) {
+  auto c = parse_gateway_config_text(R"(listen: "127.0.0.1:0"
+limits: {max_upstream_body_bytes: 2MiB}
+models:
+  - name: m
+    replica_api_key: "sk-model"
+    replicas:
+      - {id: a, url: "http://127.0.0.1:1", api_key: "sk-replica"}
+      - {id: b, url: "http://127.0.0.1:2"}
+)");
+  EXPECT_EQ(c->limits.max_upstream_body_bytes, 2u * 1024 * 1024);
+  EXPECT_EQ(c->models[0].replica_api_key, "sk-model");
+  EXPECT_EQ(c->models[0].replicas[0].api_key, "sk-replica");
+  EXPECT_EQ(c->models[0].replicas[1].api_key, "");
+  EXPECT_EQ(parse_gateway_config_text(kGood)->limits.max_upstream_body_bytes, 64u * 1024 * 1024);
+  const auto e = error_of("listen: \"127.0.0.1:0\"\nlimits: {max_upstream_body_bytes: 10}\nmodels: [{name: m}]\n");
+  EXPECT_EQ(e.key(), "limits.max_upstream_body_bytes");
+  EXPECT_EQ(e.line(), 2);
+}

@@ -5,9 +5,16 @@
 using namespace tidegate::gateway;
 
 namespace {
-std::vector<SseEvent> feed_all(SseParser& p, const std::vector<std::string>& pieces) {
-  std::vector<SseEvent> out;
-  for (const auto& piece : pieces) p.feed(piece, [&](SseEvent&& e) { out.push_back(std::move(e)); });
+struct OwnedEvent {
+  std::string raw, data, event;
+};
+std::vector<OwnedEvent> feed_all(SseParser& p, const std::vector<std::string>& pieces) {
+  std::vector<OwnedEvent> out;
+  for (const auto& piece : pieces) {
+    p.feed(piece);
+    SseEvent e;
+    while (p.next(e)) out.push_back({std::string(e.raw), std::string(e.data), std::string(e.event)});
+  }
   return out;
 }
 }  // namespace
@@ -48,9 +55,9 @@ TEST(SseParser, KeepsPartialEventUntilBlankLine) {
 
 TEST(Accumulate, ChatDeltasUsageAndDone) {
   CompletionSummary s;
-  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]})", s));
-  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]})", s));
-  EXPECT_TRUE(accumulate_stream_chunk(R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}})", s));
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]})", s).usage_only);
+  EXPECT_TRUE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]})", s).has_choices);
+  EXPECT_TRUE(accumulate_stream_chunk(R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}})", s).usage_only);
   accumulate_stream_chunk("[DONE]", s);
   EXPECT_EQ(s.content, "Hello");
   EXPECT_EQ(s.finish_reason, "stop");
@@ -76,4 +83,24 @@ TEST(Summarize, NonStreamBody) {
   EXPECT_EQ(s.finish_reason, "length");
   EXPECT_EQ(s.prompt_tokens, 3);
   EXPECT_EQ(s.completion_tokens, 1);
+}
+
+TEST(SseParser, MultiLineDataThenSingleLineReusesScratch) {
+  SseParser p;
+  auto ev = feed_all(p, {"data: a\ndata: b\n\ndata: c\n\ndata: d\ndata:\ndata: e\n\n"});
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].data, "a\nb");
+  EXPECT_EQ(ev[1].data, "c");
+  EXPECT_EQ(ev[2].data, "d\n\ne");
+}
+
+TEST(SseParser, ResetDropsPartialEvent) {
+  SseParser p;
+  feed_all(p, {"data: half"});
+  EXPECT_GT(p.pending_bytes(), 0u);
+  p.reset();
+  EXPECT_EQ(p.pending_bytes(), 0u);
+  auto ev = feed_all(p, {"data: new\n\n"});
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].data, "new");
 }

@@ -41,6 +41,7 @@ class FakeUpstream:
     def __init__(self, mode="ok", delay=0.0, tokens=5, tpot=0.02, health=200):
         self.mode, self.delay, self.tokens, self.tpot, self.health = mode, delay, tokens, tpot, health
         self.requests = []          # parsed JSON bodies of POSTs
+        self.headers = []           # their headers (dicts, lower-cased names)
         self.active = 0
         self.disconnects = 0        # streams the client (gateway) abandoned
         self.lock = threading.Lock()
@@ -64,6 +65,7 @@ class FakeUpstream:
                 req = json.loads(self.rfile.read(n) or b"{}")
                 with outer.lock:
                     outer.requests.append(req)
+                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                     outer.active += 1
                 try:
                     outer.serve(self, req)

@@ -268,3 +268,42 @@ def test_check_config(env):
         path = os.path.join(env.source_root, "configs", cfg)
         p = subprocess.run([env.tidegate, "--check-config", path], capture_output=True, text=True, timeout=10)
         assert p.returncode == 0, (cfg, p.stderr)
+
+
+def test_upstream_key_and_body_cap(env):
+    # Replica keys: a replica's own api_key wins over the model's replica_api_key; the client's
+    # key never goes upstream. Bodies over limits.max_upstream_body_bytes end in a 502.
+    own, shared = FakeUpstream(tokens=400), FakeUpstream(tokens=400)
+    models = f"""  - name: m
+    replica_api_key: "sk-shared"
+    replicas:
+      - {{id: own, url: "http://127.0.0.1:{own.port}", api_key: "sk-own"}}
+  - name: n
+    replica_api_key: "sk-shared"
+    replicas:
+      - {{id: shared, url: "http://127.0.0.1:{shared.port}"}}
+"""
+    gw = Gateway(env.tidegate, models, limits=", max_upstream_body_bytes: 1KiB",
+                 top='api_keys:\n  - {name: c, key: "sk-client-secret", tenant: t}')
+    auth = {"Authorization": "Bearer sk-client-secret"}
+    try:
+        with gw.client() as c:
+            r = c.post("/v1/chat/completions", json=chat("m"), headers=auth)
+            assert r.status_code == 502, r.text
+            assert r.json()["error"]["code"] == "upstream_body_too_large"
+            with c.stream("POST", "/v1/chat/completions", json=chat("n", stream=True), headers=auth) as s:
+                assert s.status_code == 200
+                events = sse_events(s)  # streams are not capped: never buffered whole
+            assert events[-1] == "[DONE]" and len(events) == 401
+            small = c.post("/v1/chat/completions", json=chat("n", max_tokens=2), headers=auth)
+            assert small.status_code == 502  # 400 tokens of FakeUpstream are > 1KiB as well
+        assert own.headers[0].get("authorization") == "Bearer sk-own"
+        assert all(h.get("authorization") == "Bearer sk-shared" for h in shared.headers), shared.headers
+        assert not any("sk-client-secret" in str(h) for h in own.headers + shared.headers)
+        assert gw.metric("tidegate_upstream_errors_total", {"reason": "body_too_large"}) == 2
+        # The replica stays routable: a big answer is not a replica failure.
+        assert c is not None and gw.metric("tidegate_upstream_replicas", {"state": "ejected"}) == 0
+    finally:
+        gw.close()
+        own.close()
+        shared.close()

@@ -19,6 +19,8 @@ struct ReplicaConfig {
   std::uint16_t port = 0;
   double weight = 1.0;
   std::string replica_class;  // cost class ("a100", "h100", ...), opaque to the gateway
+  // Sent upstream as "Authorization: Bearer <api_key>" (vLLM --api-key). Never the client's key.
+  std::string api_key;
 };
 
 struct QueueConfig {
@@ -40,12 +42,16 @@ struct ModelConfig {
   QueueConfig queue;
   HealthConfig health;
   std::vector<ReplicaConfig> replicas;  // may be empty when a scaler manages the model
+  // Upstream key for replicas without their own api_key (also those the scaler adds).
+  std::string replica_api_key;
 };
 
 struct LimitsConfig {
   std::uint64_t max_header_bytes = 16 * 1024;
   std::uint64_t max_body_bytes = 8 * 1024 * 1024;
   std::size_t max_connections = 10000;
+  // A non-stream upstream body is read whole (usage, cache); past this the answer is a 502.
+  std::uint64_t max_upstream_body_bytes = 64ull * 1024 * 1024;
 };
 
 struct TimeoutsConfig {
