@@ -123,6 +123,30 @@ void walk(unsigned seed, int warm_pool, double drain_timeout) {
   }
 }
 
+// The replay's stall (issue 5 follow-up): replicas already running and ready when the controller
+// first looks are adopted as warm; the first step must activate the desired ones through the
+// routing target and nothing may deactivate them afterwards. (The replay's VirtualPool re-took
+// its "initially routed" snapshot on the step's second observe() and drained exactly these.)
+TEST(LifecycleRouting, ReplicasFoundReadyAtTheFirstStepAreActivatedAndStayRouted) {
+  SlowActuator act;
+  act.load_steps = 0;
+  act.start(false);
+  act.start(false);
+  ModelRouting routing;
+  LifecycleConfig c;
+  c.warm_pool_size = 1;
+  PoolController pool("m", "gpu", c, act, routing);
+  pool.step(0, 2);
+  EXPECT_EQ(in_state(pool, ReplicaState::kActive), (std::set<std::string>{"r1", "r2"}));
+  EXPECT_EQ(routing.routed(), (std::set<std::string>{"r1", "r2"}));
+  for (int t = 1; t < 5; ++t) {
+    act.step = t;
+    pool.step(t, 2);
+    EXPECT_EQ(routing.routed(), (std::set<std::string>{"r1", "r2"})) << "step " << t;
+  }
+  EXPECT_EQ(pool.counts().warm, 1);
+}
+
 TEST(LifecycleRouting, ActiveMeansRoutedWithAWarmPoolOfOne) {
   for (unsigned seed = 1; seed <= 40; ++seed) walk(seed, 1, 1000);
 }
