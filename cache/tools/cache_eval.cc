@@ -90,9 +90,12 @@ std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts,
 int usage() {
   std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
                "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE] [--no-guard]\n"
+               "       [--split even|odd]\n"
                "  --no-guard      similarity only, without the cache's lexical guard (numbers, names)\n"
                "  --vectors FILE  reuse the embeddings saved in FILE (computed and saved when absent)\n"
-               "  --dump FILE     write per-pair similarity, own-match and label as CSV\n";
+               "  --dump FILE     write per-pair similarity, own-match and label as CSV\n"
+               "  --split P       score only pairs whose 0-based row index is even or odd (all question1s\n"
+               "                  stay in the index): tune on one half, report on the other\n";
   return 2;
 }
 
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
   std::optional<double> threshold;
   std::size_t limit = 0;
   std::optional<bool> guard_flag;
+  int split = -1;  // -1 all pairs, 0 even rows, 1 odd rows
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -120,6 +124,11 @@ int main(int argc, char** argv) {
       else if (a == "--dump") dump_path = next();
       else if (a == "--no-guard") guard_flag = false;
       else if (a == "--guard") guard_flag = true;
+      else if (a == "--split") {
+        const auto v = next();
+        if (v != "even" && v != "odd") return usage();
+        split = v == "even" ? 0 : 1;
+      }
       else return usage();
     } catch (const std::exception& e) {
       std::cerr << e.what() << "\n";
@@ -199,8 +208,14 @@ int main(int argc, char** argv) {
       own[i] = h.id >= 0 && pairs[static_cast<std::size_t>(h.id)].q1 == pairs[i].q1;
       sim[i] = h.score;
       guard_ok[i] = h.id >= 0 && (!use_guard || lexical_guard(pairs[static_cast<std::size_t>(h.id)].q1, pairs[i].q2));
-      positives += pairs[i].dup;
     }
+    auto scored = [&](std::size_t i) { return split < 0 || static_cast<int>(i % 2) == split; };
+    std::size_t scored_n = 0;
+    for (std::size_t i = 0; i < pairs.size(); ++i)
+      if (scored(i)) {
+        ++scored_n;
+        positives += pairs[i].dup;
+      }
     if (!dump_path.empty()) {
       std::ofstream d(dump_path);
       d << "similarity,best_is_own_q1,is_duplicate,guard_ok\n";
@@ -210,7 +225,7 @@ int main(int argc, char** argv) {
     auto at = [&](double th) {
       std::size_t tp = 0, fp = 0, hits_n = 0, correct = 0;
       for (std::size_t i = 0; i < pairs.size(); ++i) {
-        if (sim[i] < th || !guard_ok[i]) continue;
+        if (!scored(i) || sim[i] < th || !guard_ok[i]) continue;
         ++hits_n;
         if (own[i]) (pairs[i].dup ? tp : fp)++;
         if (own[i] && pairs[i].dup) ++correct;
@@ -226,15 +241,16 @@ int main(int argc, char** argv) {
                             {"fp", fp},
                             {"fn", positives - tp},
                             {"cache_hits", hits_n},
-                            {"cache_hit_rate", pairs.empty() ? 0.0 : double(hits_n) / double(pairs.size())},
+                            {"cache_hit_rate", scored_n ? double(hits_n) / double(scored_n) : 0.0},
                             {"cache_precision", hits_n ? double(correct) / double(hits_n) : 1.0}};
       return o;
     };
     boost::json::object out;
-    out["pairs"] = pairs.size();
+    out["pairs"] = scored_n;
     out["duplicates"] = positives;
     out["embedder"] = embedder->name();
     out["lexical_guard"] = use_guard;
+    out["split"] = split < 0 ? "all" : split == 0 ? "even" : "odd";
     out["at_threshold"] = at(t);
     boost::json::array sweep;
     std::optional<double> first_p95, first_cp95;
