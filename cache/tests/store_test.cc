@@ -120,3 +120,49 @@ TEST(EntryStore, BigScopeIsPromotedToHnsw) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->entry.answer.content, "33");
 }
+
+// The move of a big scope to a GPU index, with a FAISS flat index standing in for the CUDA one
+// (the real one is exercised by cache.backends on a GPU host): the moved scope keeps answering
+// from its own entries only, removals reach the new index, small scopes stay on the CPU, and a
+// factory that fails leaves the scope on the CPU.
+TEST(EntryStore, BigScopeMovesToGpuIndexAndStaysIsolated) {
+  IndexConfig cfg;
+  cfg.type = IndexConfig::Type::kGpuFlat;
+  cfg.flat_max = 8;
+  int made = 0;
+  bool fail = false;
+  EntryStore store(32, cfg, 10000, 1ull << 30, [&]() -> std::unique_ptr<VectorIndex> {
+    if (fail) return nullptr;
+    ++made;
+    return std::make_unique<FaissVectorIndex>(32, IndexConfig{}, IndexConfig::Type::kFlat);
+  });
+  for (int i = 0; i < 8; ++i) store.insert(make("big", "question number " + std::string(1, char('a' + i)) + " about cats", "big"), {});
+  EXPECT_EQ(store.gpu_scopes(), 0u);  // at flat_max: still on the CPU
+  store.insert(make("other", "what is the capital of france", "other"), {});
+  store.insert(make("big", "tell me about the weather in paris", "big-weather"), {});
+  EXPECT_EQ(store.gpu_scopes(), 1u);
+  EXPECT_EQ(made, 1);
+  const auto q = words.one("what is the capital of france");
+  const auto other = store.best("other", q.data(), now_unix_ms());
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->entry.answer.content, "other");
+  const auto w = words.one("tell me about the weather in paris");
+  auto big = store.best("big", w.data(), now_unix_ms());
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(big->entry.answer.content, "big-weather");
+  EXPECT_GT(big->similarity, 0.99f);
+  // Removal reaches the GPU index: the best match is now some other entry of the same scope.
+  ASSERT_TRUE(store.erase(big->entry.id, {}));
+  big = store.best("big", w.data(), now_unix_ms());
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(big->entry.answer.content, "big");
+  EXPECT_EQ(store.maintain_indexes(), 0u);  // nothing to rebuild on the GPU
+  // A failing factory keeps the next big scope on the CPU, still answering.
+  fail = true;
+  for (int i = 0; i < 10; ++i) store.insert(make("cpu", "cpu question " + std::string(1, char('a' + i)), "cpu"), {});
+  EXPECT_EQ(store.gpu_scopes(), 1u);
+  const auto c = words.one("cpu question c");
+  const auto cm = store.best("cpu", c.data(), now_unix_ms());
+  ASSERT_TRUE(cm.has_value());
+  EXPECT_EQ(cm->entry.text, "cpu question c");
+}
