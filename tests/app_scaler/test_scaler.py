@@ -13,19 +13,25 @@ def test_step_warm_pool(env):
     """1 -> 64 streams with two warm replicas: routed capacity rises from the pool, well
     before a cold start (8 s here) could have finished."""
     with start(env, warm=2, min_r=1, max_r=4, startup_ms=8000) as app:
-        wait_counts(app, lambda c: c["active"] == 1 and c["warm"] == 2, 40, "one active and two warm")
+        p = wait_counts(app, lambda c: c["active"] == 1 and c["warm"] == 2, 40, "one active and two warm")
+        warm_ids = {r["id"] for r in p["replicas"] if r["state"] == "warm"}
         one = Load(app, 1, per_client=3)
         one.join()
         assert one.ok == 3 and not one.failed, one.failed
         step = time.monotonic()
         load = Load(app, 64, max_tokens=200, per_client=1)
-        p = wait_counts(app, lambda c: c["active"] >= 3, 2.0, "active replicas rose within 2 s of the step")
-        rose_after = p["_seen_at"] - step
+        p = wait_counts(app, lambda c: c["active"] >= 3, 15, "active replicas rose")
+        # The scaler stamps transitions on the steady clock, which is Python's monotonic one, so
+        # the rise is timed where it happened, not when a loaded admin endpoint answered.
+        promoted = {r["id"]: r["since"] - step for r in p["replicas"] if r["state"] == "active" and r["since"] >= step}
+        assert set(promoted) == warm_ids, (promoted, warm_ids)
+        rose_after = max(promoted.values())
+        assert rose_after <= 2.0, f"warm replicas promoted {rose_after:.2f}s after the step"
         dec = p["decisions"][0]
         assert dec["desired"] >= 3 and dec["reason"], dec
         load.join()
         assert load.ok == 64 and not load.failed, load.failed[:3]
-        print(f"active {p['counts']['active']} {rose_after:.2f}s after the step")
+        print(f"both warm replicas active {rose_after:.2f}s after the step")
 
 
 def test_step_cold_start(env):
@@ -35,13 +41,9 @@ def test_step_cold_start(env):
         step = time.monotonic()
         load = Load(app, 64, max_tokens=300, per_client=1)
         wait_counts(app, lambda c: c["starting"] >= 1, 5, "a cold start begins")
-        # Until the load finishes, nothing can be routed beyond the first replica.
-        while time.monotonic() - step < 2.5:
-            assert active(app) == 1, pool(app)["counts"]
-            time.sleep(0.1)
-        wait_counts(app, lambda c: c["active"] >= 2, 20, "active rose after the cold start")
-        rose_after = time.monotonic() - step
-        assert rose_after >= 2.9, rose_after
+        p = wait_counts(app, lambda c: c["active"] >= 2, 20, "active rose after the cold start")
+        rose_after = min(r["since"] for r in p["replicas"] if r["state"] == "active" and r["since"] >= step) - step
+        assert rose_after >= 2.9, f"a replica became active {rose_after:.2f}s after the step, before a cold start"
         load.join()
         assert load.ok == 64 and not load.failed, load.failed[:3]
         print(f"rose {rose_after:.2f}s after the step")
