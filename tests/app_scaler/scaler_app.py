@@ -89,9 +89,11 @@ class Load:
     """`n` concurrent streaming clients, each sending requests back to back until stop() or
     `per_client` requests; every outcome is recorded (a stream counts as ok only with [DONE])."""
 
-    def __init__(self, app, n, *, max_tokens=150, per_client=1000, deadline_s=50):
+    def __init__(self, app, n, *, max_tokens=150, per_client=1000, deadline_s=50, hold=False):
         self.ok, self.failed, self.lock = 0, [], threading.Lock()
-        self.stopping = threading.Event()
+        self.stopping, self.go = threading.Event(), threading.Event()
+        if not hold:
+            self.go.set()
         self.deadline = time.monotonic() + deadline_s
         self.threads = [threading.Thread(target=self._client, args=(app.url, i, max_tokens, per_client), daemon=True)
                         for i in range(n)]
@@ -101,6 +103,7 @@ class Load:
     def _client(self, url, i, max_tokens, per_client):
         headers = {"Authorization": f"Bearer {KEYS['acme']}"}
         with httpx.Client(base_url=url, timeout=45, headers=headers) as c:
+            self.go.wait(30)
             for k in range(per_client):
                 if self.stopping.is_set() or time.monotonic() > self.deadline:
                     return
@@ -120,6 +123,11 @@ class Load:
                         self.ok += 1
                     else:
                         self.failed.append(outcome)
+
+    def release(self):
+        """For hold=True: the clients are ready; all of them start now (a sharp step)."""
+        time.sleep(0.5)
+        self.go.set()
 
     def stop(self, timeout=45):
         self.stopping.set()
