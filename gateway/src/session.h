@@ -51,6 +51,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   void start_stream();
   void read_stream();
   void on_stream_read(beast::error_code ec);
+  void relay_stream_bytes();
   void format_stream_head();
   void write_stream_chunk(bool last);
   std::array<net::const_buffer, 3> frame_stream_out(bool last);

@@ -55,8 +55,40 @@ void Session::read_stream() {
 
 void Session::on_stream_read(beast::error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
+  relay_stream_bytes();
+  // Beast's read returns after each chunk header or chunk; the rest of what that read
+  // brought in (more events, the last chunk) is parsed here, so it leaves in the same
+  // write. Non-eager puts: nothing parsed is ever held back waiting for the socket.
+  while (!ec && !up_parser_->is_done() && up_buffer_.size() > 0) {
+    up_parser_->get().body().data = up_chunk_.data();
+    up_parser_->get().body().size = up_chunk_.size();
+    const auto used = up_parser_->put(up_buffer_.data(), ec);
+    up_buffer_.consume(used);
+    if (ec == http::error::need_buffer) ec = {};
+    relay_stream_bytes();
+    if (ec == http::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (used == 0 && !ec) break;
+  }
+  if (ec)
+    return attempt_failed(ec == beast::error::timeout ? "stream_idle_timeout" : "stream_broken", false,
+                          ec == beast::error::timeout);
+  const bool done = up_parser_->is_done();
+  // The replica closed the stream cleanly but never said [DONE]: still a cut answer.
+  if (done && !summary_.done) return attempt_failed("stream_truncated", false, false);
+  if (stream_out_.empty() && !done && !head_pending_) return read_stream();
+  write_stream_chunk(done);
+}
+
+// The body bytes the parser just wrote into up_chunk_: events to stream_out_, summary,
+// hooks. on_stream_event runs once per batch of events (not per event), and separately
+// for the usage chunk.
+void Session::relay_stream_bytes() {
   const auto got = up_chunk_.size() - up_parser_->get().body().size;
   up_parser_->get().body().size = up_chunk_.size();  // consumed
+  if (got == 0) return;
   const bool strip_usage = parsed_->usage_injected;
   const bool hooks = !impl_->filters.empty();
   auto update_tokens = [this] {
@@ -97,14 +129,6 @@ void Session::on_stream_read(beast::error_code ec) {
     if (!strip_usage) stream_out_.append(ev.raw);
   }
   if (hooks && progress) report_progress();
-  if (ec)
-    return attempt_failed(ec == beast::error::timeout ? "stream_idle_timeout" : "stream_broken", false,
-                          ec == beast::error::timeout);
-  const bool done = up_parser_->is_done();
-  // The replica closed the stream cleanly but never said [DONE]: still a cut answer.
-  if (done && !summary_.done) return attempt_failed("stream_truncated", false, false);
-  if (stream_out_.empty() && !done && !head_pending_) return read_stream();
-  write_stream_chunk(done);
 }
 
 // One write: [head] [chunk-size line, events, CRLF] [last chunk]. stream_out_ stays intact
