@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 namespace tidegate::app {
 namespace {
@@ -54,17 +55,35 @@ void DashboardFeed::sample(double t, const std::map<std::string, double>& queue_
 
 void DashboardFeed::add_series(double t, boost::json::object& out) {
   std::lock_guard lock(mu_);
-  bucket_at(t);  // so an idle gateway still shows a moving time axis
+  // Every series spans the same window as the cost series (one point per step, null where no
+  // request finished), so all charts on the page share one time axis.
+  const auto now_index = static_cast<std::int64_t>(std::floor(t / step_s_));
+  const auto first = now_index - static_cast<std::int64_t>(points_) + 1;
+  std::map<std::int64_t, const Bucket*> by_index;
+  std::set<std::string> models;
+  for (const auto& b : buckets_) {
+    by_index[static_cast<std::int64_t>(std::llround(b.t0 / step_s_))] = &b;
+    for (const auto& [model, depth] : b.queue_depth) models.insert(model);
+  }
   boost::json::array p50, p99, ttfb;
   std::map<std::string, boost::json::array> queue, desired, active;
-  for (const auto& b : buckets_) {
-    p50.push_back(boost::json::array{b.t0, quantile(b.latency_s, 0.5)});
-    p99.push_back(boost::json::array{b.t0, quantile(b.latency_s, 0.99)});
-    ttfb.push_back(boost::json::array{b.t0, quantile(b.ttfb_s, 0.5)});
-    for (const auto& [model, depth] : b.queue_depth) queue[model].push_back(boost::json::array{b.t0, depth});
-    for (const auto& [model, da] : b.desired_active) {
-      desired[model].push_back(boost::json::array{b.t0, da.first});
-      active[model].push_back(boost::json::array{b.t0, da.second});
+  for (auto i = first; i <= now_index; ++i) {
+    const double t0 = static_cast<double>(i) * step_s_;
+    const auto it = by_index.find(i);
+    const Bucket* b = it == by_index.end() ? nullptr : it->second;
+    p50.push_back(boost::json::array{t0, b ? quantile(b->latency_s, 0.5) : boost::json::value()});
+    p99.push_back(boost::json::array{t0, b ? quantile(b->latency_s, 0.99) : boost::json::value()});
+    ttfb.push_back(boost::json::array{t0, b ? quantile(b->ttfb_s, 0.5) : boost::json::value()});
+    for (const auto& model : models) {
+      boost::json::value depth = nullptr;
+      if (b)
+        if (const auto q = b->queue_depth.find(model); q != b->queue_depth.end()) depth = q->second;
+      queue[model].push_back(boost::json::array{t0, std::move(depth)});
+    }
+    if (!b) continue;
+    for (const auto& [model, da] : b->desired_active) {
+      desired[model].push_back(boost::json::array{t0, da.first});
+      active[model].push_back(boost::json::array{t0, da.second});
     }
   }
   out["latency_p50_s"] = series("Latency p50", "s", {{"all", std::move(p50)}});

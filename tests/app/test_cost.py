@@ -207,6 +207,14 @@ def test_dashboard(env):
             for i in range(2):
                 post(a, chat("acme question 0"))  # cache hits feed the hit-ratio and savings charts
         time.sleep(2.5)  # a housekeeping tick and a dashboard step
+        data = httpx.get(app.url + "/dashboard/data.json", timeout=10).json()
+        lat = data["series"]["latency_p50_s"]["lines"]["all"]
+        rps = next(iter(data["series"]["requests_per_s"]["lines"].values()))
+        assert any(v is not None and v > 0 for _, v in lat), lat[-5:]
+        # The gateway's series share the cost series' time axis (same step, same window).
+        step = data["step_s"]
+        assert abs(len(lat) - len(rps)) <= 1 and abs(lat[0][0] - rps[0][0]) <= step + 1e-6, (lat[:2], rps[:2])
+        assert all(abs((b[0] - a[0]) - step) < 1e-6 for a, b in zip(lat, lat[1:])), lat[:3]
         p = subprocess.run([script, app.url + "/dashboard/", out], capture_output=True, text=True, timeout=110)
         print(p.stdout[-3000:], p.stderr[-3000:])
         if p.returncode == 77:
