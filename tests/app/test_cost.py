@@ -184,15 +184,18 @@ def test_budgets(env):
                     raise AssertionError("no error")
                 except openai.RateLimitError as e:
                     assert e.status_code == 429
-            wait_until(lambda: hook.posts, timeout=10, what="budget webhook")
-            path, body = hook.posts[0]
-            assert path == "/hook", path
-            alert = json.loads(body)
-            assert "globex" in json.dumps(alert), alert
+            wait_until(lambda: len(hook.posts) >= 2, timeout=10, what="budget webhooks")
+            alerts = {json.loads(body)["event"]: (path, json.loads(body)) for path, body in hook.posts}
+            assert set(alerts) == {"budget_soft_limit", "budget_hard_limit"}, hook.posts
+            path, soft = alerts["budget_soft_limit"]
+            assert path == "/hook" and soft["scope"] == "tenant:globex" and soft["limit_usd"] == 1e-7, soft
+            assert soft["spend_usd"] > soft["limit_usd"], soft
             app.restart()  # spend persisted in data_dir: still refused after the restart
             with app.client("globex") as g:
                 r = post(g, chat("after restart"))
                 assert r.status_code == 429, (r.status_code, r.text)
+            time.sleep(1.0)  # alerts go out on a worker thread: give a repeat the chance to show
+            assert len(hook.posts) == 2, f"alerted again after the restart: {hook.posts[2:]}"
         assert os.path.exists(os.path.join(data, "budget_spend.json")), os.listdir(data)
     finally:
         hook.close()
