@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gateway"))
-from harness import Gateway, Sim, free_port, model_yaml, sse_events, wait_until  # noqa: E402,F401
+from harness import Gateway, Sim, model_yaml, sse_events, wait_until  # noqa: E402,F401
 
 KEYS = {"acme": "sk-acme-0123456789", "globex": "sk-globex-0123456789"}
 ADMIN = "adm-secret"

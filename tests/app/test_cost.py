@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from app_harness import (App, Recorder, Sim, assert_valid_sse, cache_yaml, chat, cost_yaml, model_yaml, post, stream,
+from app_harness import (App, Recorder, Sim, assert_valid_sse, cache_yaml, chat, cost_yaml, post, stream,
                          tempdir, wait_stored, wait_until)
 
 LOOKUP_USD = 0.00001
@@ -67,38 +67,23 @@ def test_cost_report(env):
             assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), r.text
             text = json.dumps(r.json())
             assert "acme" in text and "globex" in text, text
-            rows = _rows(r.json())
+            report = r.json()
+            rows = {row["tenant"]: row for row in report["rows"]}
+            assert rows["acme"]["requests"] == 3 and rows["globex"]["requests"] == 2, rows
             for tenant in ("acme", "globex"):
                 row = rows[tenant]
-                assert _num(row, "cost") > 0, row
-                assert _num(row, "tokens") > 0, row
+                assert row["cost_usd"] > 0 and row["tokens"] > 0, row
+                assert row["tokens"] == row["prompt_tokens"] + row["completion_tokens"], row
+            total = sum(row["cost_usd"] for row in report["rows"])
+            assert abs(total - report["totals"]["bill_usd"]) < 1e-9, (total, report["totals"])
             r = adm.get("/admin/costs", params={"by": "tenant", "format": "csv"})
             assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv"), r.headers
-            table = list(csv.DictReader(io.StringIO(r.text)))
-            tenants = {row.get("tenant") or row.get("key") or row.get("group") for row in table}
-            assert {"acme", "globex"} <= tenants, r.text
+            table = {row["tenant"]: row for row in csv.DictReader(io.StringIO(r.text))}
+            for tenant in ("acme", "globex"):
+                assert int(table[tenant]["tokens"]) == rows[tenant]["tokens"], (table[tenant], rows[tenant])
+                assert float(table[tenant]["cost_usd"]) > 0, table[tenant]
             assert adm.get("/admin/costs", params={"by": "nonsense"}).status_code == 400
         assert httpx.get(app.url + "/admin/costs", timeout=10).status_code == 401
-
-
-def _rows(report):
-    """Maps group name -> row for the JSON report (rows under some list key)."""
-    lists = [v for v in report.values() if isinstance(v, list)] if isinstance(report, dict) else [report]
-    for rows in lists:
-        if rows and isinstance(rows[0], dict):
-            key = next(k for k in ("tenant", "group", "key", "name") if k in rows[0])
-            return {row[key]: row for row in rows}
-    raise AssertionError(f"no rows in {report}")
-
-
-def _num(row, word):
-    """The first numeric field whose name contains `word` (cost_usd, total_tokens, ...)."""
-    for k, v in row.items():
-        if word in k and isinstance(v, (int, float)):
-            return v
-        if word in k and isinstance(v, dict):
-            return sum(x for x in v.values() if isinstance(x, (int, float)))
-    raise AssertionError(f"no {word} field in {row}")
 
 
 def _samples(text, name):
