@@ -194,8 +194,12 @@ def test_dashboard(env):
         with app.client("acme") as a:
             for i in range(2):
                 post(a, chat("acme question 0"))  # cache hits feed the hit-ratio and savings charts
-        time.sleep(2.5)  # a housekeeping tick and a dashboard step
-        data = httpx.get(app.url + "/dashboard/data.json", timeout=10).json()
+
+        def complete_slot():
+            # Rates are shown up to the last complete step (5 s): wait for the traffic's step to end.
+            d = httpx.get(app.url + "/dashboard/data.json", timeout=10).json()
+            return d if d["series"].get("requests_per_s", {}).get("lines") else None
+        data = wait_until(complete_slot, timeout=15, interval=0.5, what="a complete dashboard step with traffic")
         lat = data["series"]["latency_p50_s"]["lines"]["all"]
         rps = next(iter(data["series"]["requests_per_s"]["lines"].values()))
         assert any(v is not None and v > 0 for _, v in lat), lat[-5:]
