@@ -98,9 +98,12 @@ class RequestFilter {
   // That try ended; success == the replica answered (non-5xx, stream complete). Token
   // counts in ctx are what the try produced.
   virtual void on_attempt_end(RequestContext& ctx, bool success) {}
-  // Streams: after each upstream event is accounted (ctx tokens updated). usage_chunk is the
-  // parsed usage-only chunk, or null for other events; changes made to it reach the client
-  // when the client asked for usage (otherwise that chunk is stripped anyway).
+  // Streams: called with null once per batch of upstream events (the events one upstream read
+  // brought in; often one event, several under load), after they are accounted: ctx tokens
+  // are cumulative, so progress is exact at every call. The usage-only chunk gets its own call
+  // with usage_chunk = that chunk parsed (events before it in the batch are reported first);
+  // changes made to it reach the client when the client asked for usage (otherwise that
+  // chunk is stripped anyway).
   virtual void on_stream_event(RequestContext& ctx, boost::json::object* usage_chunk) {}
   // Just before the response head is sent: append to ctx.response_headers. For non-stream
   // responses the body (and usage) is already known here; for streams it is not.
