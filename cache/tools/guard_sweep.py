@@ -17,40 +17,60 @@ import sys
 
 import numpy as np
 
-STOP=set("a an the is are was were be been being am do does did doing have has had having i me my we our you your he she it its they them their this that these those of in on at to for from by with about as into and or but if so than then there here can could should would will shall may might must what which who whom whose when where why how get got one ones some any much many more most very just also s t".split())
-NEG=set("not no never nothing nobody none cannot without nor".split())
-QW=["who","what","when","where","why","how","which"]
-def toks(s):
-    s=s.lower().replace("\u2019","'")
-    ws=re.findall(r"[a-z0-9]+(?:'[a-z]+)?",s)
-    neg=False; out=[]
-    for w in ws:
-        if w.endswith("n't"): neg=True; w=w[:-3]
-        elif "'" in w: w=w.split("'")[0]
-        if w in NEG: neg=True
+STOP = set("""a an the is are was were be been being am do does did doing have has had having i me my
+we our you your he she it its they them their this that these those of in on at to for from by with
+about as into and or but if so than then there here can could should would will shall may might must
+what which who whom whose when where why how get got one ones some any much many more most very just
+also s t""".split())
+NEG = set("not no never nothing nobody none cannot without nor".split())
+QWORDS = {"who", "what", "when", "where", "why", "how", "which"}
+
+
+def words_and_negation(s):
+    """Lowercased words; n't and negation words set the negation flag."""
+    out, neg = [], False
+    for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", s.lower().replace("\u2019", "'")):
+        if w.endswith("n't"):
+            neg, w = True, w[:-3]
+        elif "'" in w:
+            w = w.split("'")[0]
+        neg = neg or w in NEG
         out.append(w)
-    return out,neg
-def norm(w):
-    if len(w)>3 and w.endswith('s') and not w.endswith('ss'): return w[:-1]
-    return w
-def feats(a,b):
-    ta,na=toks(a); tb,nb=toks(b)
-    A={norm(w) for w in ta if w not in STOP and w not in NEG}; B={norm(w) for w in tb if w not in STOP and w not in NEG}
-    ca=len(A&B)/len(A) if A else 1.0; cb=len(A&B)/len(B) if B else 1.0
-    qa={w for w in ta if w in QW}; qb={w for w in tb if w in QW}
-    return ca,cb,na!=nb,qa!=qb
-# existing guard
+    return out, neg
+
+
+def fold_plural(w):
+    return w[:-1] if len(w) > 3 and w.endswith('s') and not w.endswith('ss') else w
+
+
+def feats(a, b):
+    """Content-word coverage a->b and b->a, negation mismatch, question-word mismatch."""
+    ta, na = words_and_negation(a)
+    tb, nb = words_and_negation(b)
+    ca_set = {fold_plural(w) for w in ta if w not in STOP and w not in NEG}
+    cb_set = {fold_plural(w) for w in tb if w not in STOP and w not in NEG}
+    shared = len(ca_set & cb_set)
+    ca = shared / len(ca_set) if ca_set else 1.0
+    cb = shared / len(cb_set) if cb_set else 1.0
+    return ca, cb, na != nb, {w for w in ta if w in QWORDS} != {w for w in tb if w in QWORDS}
+
+
 def tokens_old(s):
-    nums=sorted(re.findall(r"\d+(?:[.,]\d+)*",s))
-    names=set(); words=set(); idx=0
-    for m in re.finditer(r"\d+(?:[.,]\d+)*|[^\W\d_][\w'\-]*",s):
-        w=m.group(0)
-        if w[0].isdigit(): idx+=1; continue
-        w=re.match(r"[^\d]*",w).group(0)
-        lw=w.lower()
-        if idx>0 and w[0].isupper() and w!="I": names.add(lw)
-        words.add(lw); idx+=1
-    return nums,names,words
+    """Numbers (sorted), names (capitalised words but the first and "I"), all words; lowercased."""
+    nums = sorted(re.findall(r"\d+(?:[.,]\d+)*", s))
+    names, words, index = set(), set(), 0
+    for m in re.finditer(r"\d+(?:[.,]\d+)*|[^\W\d_][\w'\-]*", s):
+        w = m.group(0)
+        index += 1
+        if w[0].isdigit():
+            continue
+        w = re.match(r"[^\d]*", w).group(0)
+        if index > 1 and w[0].isupper() and w != "I":
+            names.add(w.lower())
+        words.add(w.lower())
+    return nums, names, words
+
+
 def old_guard(a, b):
     """The cache's lexical_guard (cache/src/lexical_guard.cc), re-expressed."""
     na, ma, wa = tokens_old(a)
