@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "admin_routes.h"
@@ -95,11 +96,28 @@ Sections load(const std::string& path) {
   return s;
 }
 
+// Static replicas are billed from the moment the config lists them until a reload drops them.
+// A dropped replica stops costing at the reload although the gateway may still drain it for a
+// while: the ledger has no signal for the drain's end, and billing it forever would be worse.
+void bill_static_replica_changes(cost::CostAccounting& accounting, const gateway::GatewayConfig& before,
+                                 const gateway::GatewayConfig& after) {
+  using Key = std::pair<std::string, std::string>;  // model, replica id
+  std::map<Key, std::string> old_classes, new_classes;
+  for (const auto& m : before.models)
+    for (const auto& r : m.replicas) old_classes[{m.name, r.id}] = r.replica_class;
+  for (const auto& m : after.models)
+    for (const auto& r : m.replicas) new_classes[{m.name, r.id}] = r.replica_class;
+  const double now = app::unix_now();
+  for (const auto& [key, cls] : old_classes)
+    if (!new_classes.count(key)) accounting.replica_state(key.second, key.first, cls, ReplicaState::kStopped, now);
+  for (const auto& [key, cls] : new_classes)
+    if (!old_classes.count(key)) accounting.replica_state(key.second, key.first, cls, ReplicaState::kActive, now);
+}
+
 // Once a second: money accrues by time (idle and standby too), dashboards get a sample.
 class Housekeeping final {
  public:
-  Housekeeping(app::Components c, const gateway::Gateway& gw, std::shared_ptr<const gateway::GatewayConfig> config)
-      : c_(std::move(c)), gw_(gw), config_(std::move(config)), thread_([this] { run(); }) {}
+  Housekeeping(app::Components c, const gateway::Gateway& gw) : c_(std::move(c)), gw_(gw), thread_([this] { run(); }) {}
   ~Housekeeping() {
     {
       std::lock_guard lock(mu_);
@@ -128,7 +146,8 @@ class Housekeeping final {
     if (!c_.dashboard) return;
     std::map<std::string, double> queue;
     std::map<std::string, std::pair<int, int>> scaling;
-    for (const auto& m : config_->models) {
+    const auto config = gw_.config();  // models added by a reload are sampled too
+    for (const auto& m : config->models) {
       queue[m.name] = static_cast<double>(gw_.signals().sample(m.name).queue_depth);
       if (c_.scaler) {
         const auto decisions = c_.scaler->recent_decisions(m.name);
@@ -140,7 +159,6 @@ class Housekeeping final {
 
   app::Components c_;
   const gateway::Gateway& gw_;
-  std::shared_ptr<const gateway::GatewayConfig> config_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -209,12 +227,8 @@ int main(int argc, char** argv) {
     gw.add_filter(std::make_shared<app::CacheFilter>(c.cache, std::move(price_hit)));
   }
 
-  if (c.accounting) {
-    // Static replicas are active from the start; scaled ones report through the listener.
-    for (const auto& m : sections.gateway->models)
-      for (const auto& r : m.replicas)
-        c.accounting->replica_state(r.id, m.name, r.replica_class, ReplicaState::kActive, app::unix_now());
-  }
+  // Static replicas are active from the start; scaled ones report through the listener.
+  if (c.accounting) bill_static_replica_changes(*c.accounting, gateway::GatewayConfig{}, *sections.gateway);
   if (sections.scaler) {
     scaler::ScalerOptions options;
     auto accounting = c.accounting;
@@ -234,14 +248,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (c.scaler) c.scaler->start();
-  auto housekeeping = std::make_unique<Housekeeping>(c, gw, sections.gateway);
+  auto housekeeping = std::make_unique<Housekeeping>(c, gw);
 
   std::thread signals([&] {
     for (;;) {
       const int sig = next_signal();
       if (sig == SIGHUP) {
         try {
-          gw.reload(load(config_path).gateway);
+          const auto before = gw.config();
+          auto next = load(config_path).gateway;
+          gw.reload(next);
+          if (c.accounting) bill_static_replica_changes(*c.accounting, *before, *next);
         } catch (const ConfigError& e) {
           // A bad edit keeps the running config; the operator sees why.
           log::error("gateway.reload_failed", {{"error", e.what()}});

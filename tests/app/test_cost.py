@@ -4,13 +4,14 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
 
 import httpx
 
-from app_harness import (App, Recorder, Sim, assert_valid_sse, cache_yaml, chat, cost_yaml, post, stream,
+from app_harness import (App, Recorder, Sim, assert_valid_sse, cache_yaml, chat, cost_yaml, model_yaml, post, stream,
                          tempdir, wait_stored, wait_until)
 
 LOOKUP_USD = 0.00001
@@ -214,3 +215,29 @@ def test_dashboard(env):
         assert p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
         assert os.path.getsize(os.path.join(out, "cost-dashboard.png")) > 10000
         print(f"screenshot: {os.path.join(out, 'cost-dashboard.png')}")
+
+
+def _active_replicas(app):
+    d = httpx.get(app.url + "/dashboard/data.json", timeout=10).json()
+    pts = d["series"]["replicas_by_state"]["lines"].get("active") or [[0, 0]]
+    return pts[-1][1]
+
+
+def test_cost_reload_static_replicas(env):
+    """SIGHUP that adds a static replica bills it from then on; one that drops it stops its bill."""
+    extra = Sim(env.sim, "--model", "m", "--echo", "--ttft-ms", "5", "--tpot-ms", "1")
+    try:
+        with App(env, cost=cost_yaml()) as app:
+            first = app.sims["m"][0].port
+            wait_until(lambda: _active_replicas(app) == 1, timeout=15, interval=0.5, what="one active replica")
+            app.gw.write_config(model_yaml("m", [first, extra.port]), top=app._top)
+            app.gw.signal(signal.SIGHUP)
+            wait_until(lambda: any('"gateway.reloaded"' in l for l in app.gw.log), timeout=10, what="reload")
+            wait_until(lambda: _active_replicas(app) == 2, timeout=15, interval=0.5, what="two billed replicas")
+            app.gw.write_config(model_yaml("m", [extra.port]), top=app._top)
+            app.gw.signal(signal.SIGHUP)
+            wait_until(lambda: _active_replicas(app) == 1, timeout=15, interval=0.5, what="one billed replica again")
+            with app.client() as c:
+                assert post(c, chat("still served after two reloads")).status_code == 200
+    finally:
+        extra.close()
