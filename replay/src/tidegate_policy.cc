@@ -45,10 +45,6 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
   last_ = scaler::decide(cfg_.policy, state_, in);
   if (!apply) return;
   controller_->step(obs.t, last_.desired);
-  // The simulated routing table follows the controller's view, as the live gateway's does;
-  // re-asserting it makes a missed transition (an activate that raced a drain) self-heal.
-  for (const auto& r : controller_->replicas())
-    if (r.state == ReplicaState::kActive) routing.activate("replay", r.id, r.endpoint);
 }
 
 ScaleTarget TidegatePolicy::decide(const ClusterObservation& obs) {

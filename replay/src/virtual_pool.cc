@@ -35,9 +35,14 @@ void VirtualPool::stop(const std::string& id) {
 }
 
 scaler::PoolObservation VirtualPool::observe() {
-  if (!adopted_ && initial_.empty())
+  // The routed fleet is snapshotted once, before the controller's first step: observe() runs
+  // twice per step, and re-snapshotting after activate() emptied the list would unroute
+  // replicas the controller counts as active.
+  if (!adopted_ && !snapshot_taken_) {
+    snapshot_taken_ = true;
     for (const auto& r : fleet_.replicas())
       if (r->state == kActive) initial_.push_back(r->id);
+  }
   scaler::PoolObservation obs;
   for (const auto& r : fleet_.replicas()) {
     scaler::ObservedReplica o;

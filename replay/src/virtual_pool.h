@@ -36,6 +36,7 @@ class VirtualPool final : public scaler::Actuator, public scaler::RoutingTarget 
   Fleet& fleet_;
   double now_ = 0;
   bool adopted_ = false;
+  bool snapshot_taken_ = false;
   std::vector<int> initial_;  // routed replicas the controller has not activated yet
 };
 
