@@ -36,9 +36,17 @@ class ConnPool final {
   std::unique_ptr<beast::tcp_stream> take(std::uint64_t replica_serial);
   void put(std::uint64_t replica_serial, std::unique_ptr<beast::tcp_stream> conn);
   static constexpr std::size_t kMaxIdlePerReplica = 256;
+  // Servers close idle keep-alive connections after seconds (uvicorn: 5 s), not sooner: a
+  // connection idle for less than this is used without the peek (one syscall per request
+  // saved). One the server did close anyway fails on first use and is retried fresh.
+  static constexpr std::chrono::milliseconds kTrustIdleFor{1000};
 
  private:
-  std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<beast::tcp_stream>>> idle_;
+  struct Idle {
+    std::chrono::steady_clock::time_point since;
+    std::unique_ptr<beast::tcp_stream> conn;
+  };
+  std::unordered_map<std::uint64_t, std::vector<Idle>> idle_;
 };
 
 // Member order matters at teardown: pooled connections go first, then the io_context

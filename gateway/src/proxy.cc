@@ -20,17 +20,19 @@ bool peer_closed(beast::tcp_stream& s) {
 std::unique_ptr<beast::tcp_stream> ConnPool::take(std::uint64_t serial) {
   auto it = idle_.find(serial);
   if (it == idle_.end()) return nullptr;
+  const auto now = std::chrono::steady_clock::now();
   while (!it->second.empty()) {
-    auto conn = std::move(it->second.back());
+    auto idle = std::move(it->second.back());
     it->second.pop_back();
-    if (conn->socket().is_open() && !peer_closed(*conn)) return conn;
+    if (!idle.conn->socket().is_open()) continue;
+    if (now - idle.since < kTrustIdleFor || !peer_closed(*idle.conn)) return std::move(idle.conn);
   }
   return nullptr;
 }
 
 void ConnPool::put(std::uint64_t serial, std::unique_ptr<beast::tcp_stream> conn) {
   auto& v = idle_[serial];
-  if (v.size() < kMaxIdlePerReplica) v.push_back(std::move(conn));
+  if (v.size() < kMaxIdlePerReplica) v.push_back({std::chrono::steady_clock::now(), std::move(conn)});
 }
 
 double Session::upstream_budget_s(double step_s) const {
