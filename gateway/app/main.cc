@@ -4,6 +4,7 @@
 // Composition root: the gateway's data path plus the semantic cache, cost accounting and the
 // scaler, each built from its own config section and plugged in through the gateway's seams
 // (filters, routes, RoutingTarget/SignalSource).
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <fcntl.h>
@@ -89,9 +90,16 @@ Sections load(const std::string& path) {
                                              r.replica_class + "', which cost.replica_classes does not define");
   }
   if (s.scaler) {
-    for (const auto& pool : s.scaler->pools)
-      if (!s.gateway->find_model(pool.model))
+    auto gateway = std::make_shared<gateway::GatewayConfig>(*s.gateway);
+    for (const auto& pool : s.scaler->pools) {
+      auto it = std::find_if(gateway->models.begin(), gateway->models.end(),
+                             [&](const gateway::ModelConfig& m) { return m.name == pool.model; });
+      if (it == gateway->models.end())
         throw ConfigError("scaler.pools", 0, "pool for model '" + pool.model + "', which models: does not define");
+      // At zero replicas the first request must wait for the replica it makes the scaler start.
+      if (pool.policy.scale_to_zero) it->queue.hold_when_empty = true;
+    }
+    s.gateway = std::move(gateway);
   }
   return s;
 }

@@ -77,9 +77,10 @@ ModelConfig parse_model(const YAML::Node& node, const std::string& path) {
   if (const auto q = node["queue"]) {
     const auto qp = path_join(path, "queue");
     if (!q.IsMap()) throw ConfigError(qp, yaml_line(q), "expected a mapping");
-    yaml_reject_unknown(q, qp, {"max_length", "max_wait"});
+    yaml_reject_unknown(q, qp, {"max_length", "max_wait", "hold_when_empty"});
     m.queue.max_length = static_cast<std::size_t>(yaml_int(q, "max_length", qp, 100, 0, 10000000));
     m.queue.max_wait_s = yaml_seconds(q, "max_wait", qp, 30.0);
+    m.queue.hold_when_empty = yaml_bool(q, "hold_when_empty", qp, false);
     if (m.queue.max_wait_s < 0) throw ConfigError(path_join(qp, "max_wait"), yaml_line(q["max_wait"]), "must be >= 0");
   }
   if (const auto h = node["health"]) {

@@ -58,7 +58,7 @@ ReplicaPtr ReplicaPool::pick_locked(const std::set<std::uint64_t>& exclude) {
 
 ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant) {
   std::lock_guard lock(mu_);
-  if (!any_routable_locked()) return {Status::kNoReplica, nullptr, 0};
+  if (!any_routable_locked() && !config_.queue.hold_when_empty) return {Status::kNoReplica, nullptr, 0};
   // FIFO fairness: newcomers do not overtake waiters.
   if (queue_.empty()) {
     if (auto r = pick_locked({})) return {Status::kGranted, std::move(r), 0};

@@ -85,12 +85,6 @@ def test_scale_to_zero(env):
             r = c.post("/v1/chat/completions",
                        json={"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "wake up"}]})
         waited = time.monotonic() - sent
-        if r.status_code == 503 and "no_ready_replica" in r.text:
-            # Known gateway bug (gateway/src/replica_pool.cc, acquire): a pool with no routable
-            # replica answers 503 at once instead of queueing, so the queue never shows the
-            # demand and the scaler never leaves zero. Reported to the gateway's owner.
-            print(f"XFAIL scale_to_zero: gateway answered 503 no_ready_replica in {waited:.2f}s with zero replicas")
-            return "skip"  # ctest shows it as skipped (exit 77); passes once the gateway queues
         assert r.status_code == 200, r.text
         assert r.json()["choices"][0]["message"]["content"].startswith("wake up"), r.json()
         assert waited >= 1.8, f"answered in {waited:.2f}s, before a replica could have loaded"

@@ -26,6 +26,10 @@ struct ReplicaConfig {
 struct QueueConfig {
   std::size_t max_length = 100;
   double max_wait_s = 30.0;
+  // With no routable replica, wait (up to max_wait) instead of answering 503 at once: for pools
+  // that scale to zero, where the first request is what makes the scaler start a replica.
+  // The composed gateway turns it on for scaler pools with scale_to_zero.
+  bool hold_when_empty = false;
 };
 
 struct HealthConfig {
