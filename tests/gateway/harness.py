@@ -14,6 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
+
+def _die_with_parent():
+    """Children get SIGKILL when the test process exits, even after a failed assertion,
+    so no simulator or gateway outlives its test (and holds ctest's output pipe)."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
 DEADLINE_S = 40  # every wait in a test is bounded
 
 
@@ -144,7 +151,7 @@ class Sim:
     """The real model-server simulator."""
 
     def __init__(self, binary, *args):
-        self.proc = subprocess.Popen([binary, "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen([binary, "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_die_with_parent)
         line = self.proc.stdout.readline()
         assert line.startswith("listening on"), f"sim said: {line!r}"
         self.port = int(line.strip().rsplit(":", 1)[1])
@@ -176,7 +183,7 @@ class Gateway:
         self.binary = binary
         self.write_config(models_yaml, top=top, timeouts=timeouts, limits=limits)
         self.proc = subprocess.Popen([binary, "--config", self.config_path], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
         self.log = []
         port = None
         end = time.monotonic() + 20

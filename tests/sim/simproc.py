@@ -5,11 +5,18 @@ import subprocess
 import time
 
 
+def _die_with_parent():
+    """Children get SIGKILL when the test process exits, even after a failed assertion,
+    so no simulator or gateway outlives its test (and holds ctest's output pipe)."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 class Sim:
     def __init__(self, binary, *flags, expect_exit=0):
         self.expect_exit = expect_exit
         self.proc = subprocess.Popen([binary, "--port", "0", *map(str, flags)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
         ready, _, _ = select.select([self.proc.stdout], [], [], 10)
         if not ready:
             self.stop()
