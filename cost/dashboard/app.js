@@ -162,6 +162,14 @@
       g.lineWidth = 1.8;
       g.lineJoin = "round";
       g.stroke();
+      // A point with gaps on both sides draws no line: mark it with a dot so sparse traffic shows.
+      pts.forEach(function (p, k) {
+        if (p[1] === null) return;
+        var prev = k > 0 ? pts[k - 1][1] : null, next = k + 1 < pts.length ? pts[k + 1][1] : null;
+        if (prev !== null || next !== null) return;
+        var b0 = s.stacked ? (base[p[0]] || 0) : 0;
+        g.beginPath(); g.arc(x(p[0]), y(b0 + p[1]), 2.5, 0, 2 * Math.PI); g.fillStyle = color; g.fill();
+      });
       if (s.stacked && top.length > 1) {
         g.beginPath();
         top.forEach(function (q, k) { if (k === 0) g.moveTo(x(q[0]), y(q[2])); else g.lineTo(x(q[0]), y(q[2])); });

@@ -59,7 +59,10 @@ void CostFilter::on_attempt_start(gateway::RequestContext& ctx) {
 }
 
 void CostFilter::on_attempt_end(gateway::RequestContext& ctx, bool success) {
-  if (!success) settle(ctx, state(ctx));
+  // The replica is done with this attempt: its cost is final (and reaches the access log).
+  auto& s = state(ctx);
+  settle(ctx, s);
+  ctx.attributes["cost_usd"] = usd(s.cost);
 }
 
 void CostFilter::settle(gateway::RequestContext& ctx, State& s) {

@@ -65,6 +65,8 @@ void Gateway::Impl::access_log(const RequestContext& ctx, const std::string& met
   if (ctx.prompt_tokens >= 0) o["prompt_tokens"] = ctx.prompt_tokens;
   if (ctx.completion_tokens >= 0) o["completion_tokens"] = ctx.completion_tokens;
   o["reason"] = ctx.reason;
+  // Filters' figures (cost_usd, cache.status, ...) ride along; the gateway does not interpret them.
+  for (const auto& [k, v] : ctx.attributes) o[k] = v;
   log::write_line(access_fd, boost::json::serialize(o));
 }
 
