@@ -20,6 +20,7 @@ std::string fixed(double v, int digits) {
 // The plan travels with the request from pre_forward to on_complete.
 struct PlanHolder {
   cache::CachePlan plan;
+  cache::RequestView::Endpoint endpoint;
 };
 
 }  // namespace
@@ -43,6 +44,7 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
   }
   auto holder = std::make_shared<PlanHolder>();
   holder->plan = cache_->plan(view);
+  holder->endpoint = view.endpoint;
   ctx->extensions["cache.plan"] = holder;
   if (!holder->plan.read) {
     const auto status = std::string(cache::to_string(holder->plan.status_without_hit));
@@ -59,15 +61,12 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
       return done(std::nullopt);
     }
     ctx->attributes[kStatus] = "hit";
-    ctx->attributes[kPromptTokens] = std::to_string(r.answer.prompt_tokens);
-    ctx->attributes[kCompletionTokens] = std::to_string(r.answer.completion_tokens);
     ctx->attributes["cache.entry_id"] = std::to_string(r.entry_id);
     ctx->prompt_tokens = r.answer.prompt_tokens;
     ctx->completion_tokens = r.answer.completion_tokens;
     gateway::LocalReply reply;
     reply.reason = "cache_hit";
-    const auto endpoint = ctx->path.rfind("/v1/chat/completions", 0) == 0 ? cache::RequestView::Endpoint::kChat
-                                                                           : cache::RequestView::Endpoint::kCompletions;
+    const auto endpoint = holder->endpoint;
     if (ctx->stream) {
       reply.content_type = "text/event-stream";
       reply.body = cache::render_hit_sse(endpoint, ctx->model, r.answer, ctx->client_wants_usage);

@@ -23,8 +23,6 @@ class CacheFilter final : public gateway::RequestFilter {
 
   // Attribute names other filters read (the cost filter prices a hit from these).
   static constexpr const char* kStatus = "cache.status";
-  static constexpr const char* kPromptTokens = "cache.prompt_tokens";
-  static constexpr const char* kCompletionTokens = "cache.completion_tokens";
 
  private:
   std::shared_ptr<cache::SemanticCache> cache_;

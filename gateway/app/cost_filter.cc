@@ -18,7 +18,6 @@ std::string usd(double v) {
 struct CostFilter::State {
   std::uint64_t handle = 0;  // open ledger request (0: none)
   double cost = 0;           // settled so far (all attempts, or the cache lookup)
-  bool reported = false;     // the client already saw the figure
   bool hit_priced = false;   // a cache hit was charged (exactly once)
 };
 
@@ -65,12 +64,16 @@ void CostFilter::on_attempt_end(gateway::RequestContext& ctx, bool success) {
   ctx.attributes["cost_usd"] = usd(s.cost);
 }
 
-void CostFilter::settle(gateway::RequestContext& ctx, State& s) {
+void CostFilter::report_progress(const gateway::RequestContext& ctx, const State& s, double now) {
+  if (ctx.prompt_tokens < 0 && ctx.completion_tokens < 0) return;  // nothing known yet
+  accounting_->request_progress(s.handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
+                                std::max<std::int64_t>(0, ctx.completion_tokens), now);
+}
+
+void CostFilter::settle(const gateway::RequestContext& ctx, State& s) {
   if (!s.handle) return;
   const double now = clock_();
-  if (ctx.prompt_tokens >= 0 || ctx.completion_tokens >= 0)
-    accounting_->request_progress(s.handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
-                                  std::max<std::int64_t>(0, ctx.completion_tokens), now);
+  report_progress(ctx, s, now);
   s.cost += accounting_->request_finished(s.handle, now);
   s.handle = 0;
 }
@@ -78,16 +81,11 @@ void CostFilter::settle(gateway::RequestContext& ctx, State& s) {
 void CostFilter::on_stream_event(gateway::RequestContext& ctx, boost::json::object* usage_chunk) {
   auto& s = state(ctx);
   if (!s.handle) return;
-  if (!usage_chunk) {
-    accounting_->request_progress(s.handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
-                                  std::max<std::int64_t>(0, ctx.completion_tokens), clock_());
-    return;
-  }
+  if (!usage_chunk) return report_progress(ctx, s, clock_());
   // The usage chunk is the replica's last word: the request's cost is final now.
   settle(ctx, s);
   (*usage_chunk)["tidegate_cost_usd"] = s.cost;
   ctx.attributes["cost_usd"] = usd(s.cost);
-  s.reported = true;
 }
 
 void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
@@ -103,19 +101,14 @@ void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
   }
   ctx.response_headers.emplace_back("x-tidegate-cost-usd", usd(s.cost));
   ctx.attributes["cost_usd"] = usd(s.cost);
-  s.reported = true;
 }
 
 double CostFilter::price_hit(gateway::RequestContext& ctx) {
   auto& s = state(ctx);
   if (s.hit_priced) return s.cost;
-  const auto tokens = [&](const char* key) {
-    const auto t = ctx.attributes.find(key);
-    return t == ctx.attributes.end() ? 0LL : std::atoll(t->second.c_str());
-  };
-  double saving = 0;
-  s.cost = accounting_->cache_hit(labels_of(ctx), tokens(CacheFilter::kPromptTokens),
-                                  tokens(CacheFilter::kCompletionTokens), clock_(), &saving);
+  double saving = 0;  // the cache filter put the cached answer's usage in ctx
+  s.cost = accounting_->cache_hit(labels_of(ctx), std::max<std::int64_t>(0, ctx.prompt_tokens),
+                                  std::max<std::int64_t>(0, ctx.completion_tokens), clock_(), &saving);
   ctx.attributes["cache_saving_usd"] = usd(saving);
   s.hit_priced = true;
   return s.cost;
@@ -124,14 +117,7 @@ double CostFilter::price_hit(gateway::RequestContext& ctx) {
 void CostFilter::on_complete(const gateway::RequestContext& ctx) {
   // Streams without a usage chunk for the client, broken streams and disconnects end here:
   // the replica time they used is still charged to them.
-  auto* s = find_state(ctx);
-  if (!s || !s->handle) return;
-  const double now = clock_();
-  if (ctx.prompt_tokens >= 0 || ctx.completion_tokens >= 0)
-    accounting_->request_progress(s->handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
-                                  std::max<std::int64_t>(0, ctx.completion_tokens), now);
-  s->cost += accounting_->request_finished(s->handle, now);
-  s->handle = 0;
+  if (auto* s = find_state(ctx)) settle(ctx, *s);
 }
 
 }  // namespace tidegate::app

@@ -32,7 +32,8 @@ class CostFilter final : public gateway::RequestFilter {
   static State& state(gateway::RequestContext& ctx);
   static State* find_state(const gateway::RequestContext& ctx);
   // Closes the open ledger request, if any, and adds its cost to the request's total.
-  void settle(gateway::RequestContext& ctx, State& s);
+  void settle(const gateway::RequestContext& ctx, State& s);
+  void report_progress(const gateway::RequestContext& ctx, const State& s, double now);
 
   std::shared_ptr<cost::CostAccounting> accounting_;
   std::function<double()> clock_;
