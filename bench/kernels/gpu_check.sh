@@ -10,7 +10,8 @@
 #   4. compute-sanitizer memcheck (all GPU tests) and racecheck (search + ops kernels)
 #   5. with the budget left: FAISS HNSW at 1M (CPU only)
 # --skip-gpu runs the same flow without a device: CPU-only quick bench, no sanitizers.
-# Options: --skip-gpu --build-dir DIR --build-type TYPE --jobs N --budget SECONDS
+# --prebuilt DIR uses binaries built elsewhere (pack_for_device.sh): no configure, build or ctest.
+# Options: --skip-gpu --prebuilt DIR --build-dir DIR --build-type TYPE --jobs N --budget SECONDS --batches LIST
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -20,9 +21,13 @@ BUILD_TYPE=Release
 JOBS="$(nproc)"
 BUDGET=570
 SKIP_GPU=0
+PREBUILT=""
+BATCHES=1,16,64
 while (($#)); do
   case "$1" in
     --skip-gpu) SKIP_GPU=1 ;;
+    --prebuilt) PREBUILT="$2"; shift ;;
+    --batches) BATCHES="$2"; shift ;;
     --build-dir) BUILD="$2"; shift ;;
     --build-type) BUILD_TYPE="$2"; shift ;;
     --jobs) JOBS="$2"; shift ;;
@@ -77,17 +82,20 @@ finish() {
 }
 trap finish EXIT
 
-CUDA_FLAG=-DTIDEGATE_CUDA=ON
-step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$CUDA_FLAG" || exit 1
-if ! grep -q "tidegate: CUDA kernels ON" "$OUT/configure.log" && ((SKIP_GPU == 0)); then
-  echo "gpu_check: configure did not enable CUDA (nvcc missing?); see configure.log"
-  STEPS+=("{\"step\":\"cuda\",\"status\":\"not enabled by configure\"}")
+if [[ -n "$PREBUILT" ]]; then
+  BIN="$PREBUILT"
+  step cpu_tests 90 "$BIN/tidegate_kernels_cpu_tests"
+else
+  step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DTIDEGATE_CUDA=ON || exit 1
+  if ! grep -q "tidegate: CUDA kernels ON" "$OUT/configure.log" && ((SKIP_GPU == 0)); then
+    echo "gpu_check: configure did not enable CUDA (nvcc missing?); see configure.log"
+    STEPS+=("{\"step\":\"cuda\",\"status\":\"not enabled by configure\"}")
+  fi
+  step build 330 cmake --build "$BUILD" -j "$JOBS" --target tidegate_kernels_cpu_tests tidegate_kernels_gpu_tests \
+    tidegate_kernels_bench || exit 1
+  BIN="$BUILD/bin"
+  step ctest 90 ctest --test-dir "$BUILD" -R '^kernels\.' --output-on-failure
 fi
-step build 330 cmake --build "$BUILD" -j "$JOBS" --target tidegate_kernels_cpu_tests tidegate_kernels_gpu_tests \
-  tidegate_kernels_bench || exit 1
-BIN="$BUILD/bin"
-
-step ctest 90 ctest --test-dir "$BUILD" -R '^kernels\.' --output-on-failure
 if [[ -x "$BIN/tidegate_kernels_gpu_tests" ]]; then
   step gpu_tests 90 "$BIN/tidegate_kernels_gpu_tests" --gtest_output="json:$OUT/gpu_tests.json"
   # All-skipped on a GPU host means the device was not usable: say so in the summary.
@@ -104,9 +112,9 @@ fi
 # Encoder first (the smallest), then search small, then the 10M scan (largest host data).
 step bench_encoder 120 "$BIN/tidegate_kernels_bench" --no-search --min-time 1.5 --out "$OUT/bench_encoder.json"
 step bench_search_small 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 100000,1000000 --hnsw-max 100000 \
-  --out "$OUT/bench_search_small.json"
+  --batches "$BATCHES" --out "$OUT/bench_search_small.json"
 step bench_search_10m 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 10000000 --hnsw-max 0 --min-time 2 \
-  --out "$OUT/bench_search_10m.json"
+  --batches "$BATCHES" --out "$OUT/bench_search_10m.json"
 
 if [[ -n "$SANITIZER" ]]; then
   step memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 7 \
