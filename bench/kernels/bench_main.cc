@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -111,6 +112,8 @@ int run(int argc, char** argv) {
   doc["host"] = host;
   doc["host_threads"] = std::thread::hardware_concurrency();
   doc["built_with_cuda"] = built_with_cuda();
+  const char* plan = std::getenv("TIDEGATE_GPU_SEARCH_PLAN");  // the search kernels' A/B knob
+  doc["gpu_search_plan"] = plan != nullptr ? plan : "default";
   double copy_gbps = 0;
   std::string why = "--cpu-only";
   if (o.gpu) {

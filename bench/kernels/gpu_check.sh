@@ -11,7 +11,7 @@
 #   5. with the budget left: FAISS HNSW at 1M (CPU only)
 # --skip-gpu runs the same flow without a device: CPU-only quick bench, no sanitizers.
 # --prebuilt DIR uses binaries built elsewhere (pack_for_device.sh): no configure, build or ctest.
-# Options: --skip-gpu --prebuilt DIR --build-dir DIR --build-type TYPE --jobs N --budget SECONDS --batches LIST
+# Options: --skip-gpu --no-encoder --prebuilt DIR --build-dir DIR --build-type TYPE --jobs N --budget SECONDS --batches LIST
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -21,11 +21,13 @@ BUILD_TYPE=Release
 JOBS="$(nproc)"
 BUDGET=570
 SKIP_GPU=0
+ENCODER=1
 PREBUILT=""
 BATCHES=1,16,64
 while (($#)); do
   case "$1" in
     --skip-gpu) SKIP_GPU=1 ;;
+    --no-encoder) ENCODER=0 ;;
     --prebuilt) PREBUILT="$2"; shift ;;
     --batches) BATCHES="$2"; shift ;;
     --build-dir) BUILD="$2"; shift ;;
@@ -96,12 +98,17 @@ else
   BIN="$BUILD/bin"
   step ctest 90 ctest --test-dir "$BUILD" -R '^kernels\.' --output-on-failure
 fi
+# Both search plans are tested (the default first); the A/B knob is TIDEGATE_GPU_SEARCH_PLAN.
+PLANS=(occupancy buffered)
 if [[ -x "$BIN/tidegate_kernels_gpu_tests" ]]; then
-  step gpu_tests 90 "$BIN/tidegate_kernels_gpu_tests" --gtest_output="json:$OUT/gpu_tests.json"
-  # All-skipped on a GPU host means the device was not usable: say so in the summary.
-  passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$OUT/gpu_tests.log" | tail -1)
-  skipped=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= test)' "$OUT/gpu_tests.log" | tail -1)
-  STEPS+=("{\"step\":\"gpu_tests_counts\",\"status\":\"passed ${passed:-0}, skipped ${skipped:-0}\"}")
+  for plan in "${PLANS[@]}"; do
+    step "gpu_tests_$plan" 90 env TIDEGATE_GPU_SEARCH_PLAN="$plan" "$BIN/tidegate_kernels_gpu_tests" \
+      --gtest_output="json:$OUT/gpu_tests_$plan.json"
+    # All-skipped on a GPU host means the device was not usable: say so in the summary.
+    passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$OUT/gpu_tests_$plan.log" | tail -1)
+    skipped=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= test)' "$OUT/gpu_tests_$plan.log" | tail -1)
+    STEPS+=("{\"step\":\"gpu_tests_${plan}_counts\",\"status\":\"passed ${passed:-0}, skipped ${skipped:-0}\"}")
+  done
 fi
 
 if ((SKIP_GPU)); then
@@ -109,12 +116,22 @@ if ((SKIP_GPU)); then
   exit 0
 fi
 
-# Encoder first (the smallest), then search small, then the 10M scan (largest host data).
-step bench_encoder 120 "$BIN/tidegate_kernels_bench" --no-search --min-time 1.5 --out "$OUT/bench_encoder.json"
+# After an OpenMP region (FAISS), libgomp's threads spin for a while and starve OpenBLAS's own
+# threads: FAISS flat at batch 64 ran 10x slower. Passive waiting gives the CPU peers a fair run.
+export OMP_WAIT_POLICY=PASSIVE
+# Encoder first (the smallest), then search small, then the 10M scan (largest host data). The
+# CPU peers (FAISS flat, HNSW) run beside the default plan; the other plan runs GPU-only, with
+# FAISS flat kept at 100k/1M for the recall check.
+((ENCODER)) && step bench_encoder 120 "$BIN/tidegate_kernels_bench" --no-search --min-time 1.5 \
+  --out "$OUT/bench_encoder.json"
 step bench_search_small 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 100000,1000000 --hnsw-max 100000 \
   --batches "$BATCHES" --out "$OUT/bench_search_small.json"
-step bench_search_10m 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 10000000 --hnsw-max 0 --min-time 2 \
+step bench_search_small_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/tidegate_kernels_bench" \
+  --no-encoder --sizes 100000,1000000 --hnsw-max 0 --batches "$BATCHES" --out "$OUT/bench_search_small_buffered.json"
+step bench_search_10m 90 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 10000000 --hnsw-max 0 --faiss-flat-max 0 \
   --batches "$BATCHES" --out "$OUT/bench_search_10m.json"
+step bench_search_10m_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/tidegate_kernels_bench" --no-encoder \
+  --sizes 10000000 --hnsw-max 0 --faiss-flat-max 0 --batches "$BATCHES" --out "$OUT/bench_search_10m_buffered.json"
 
 if [[ -n "$SANITIZER" ]]; then
   step memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 7 \
@@ -124,7 +141,10 @@ if [[ -n "$SANITIZER" ]]; then
 else
   STEPS+=("{\"step\":\"compute-sanitizer\",\"status\":\"not installed (looked in /usr/local/cuda and PATH)\"}")
 fi
-# HNSW at 1M (construction alone takes a minute or more): CPU only, with whatever budget is left.
+# With the budget left, the slow CPU peers: FAISS flat at 10M, then HNSW at 1M (construction alone
+# takes minutes).
+step bench_search_10m_faiss 120 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --sizes 10000000 --hnsw-max 0 \
+  --batches 1,64 --out "$OUT/bench_search_10m_faiss.json"
 step bench_search_hnsw_1m 150 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --sizes 1000000 \
   --hnsw-max 1000000 --out "$OUT/bench_search_hnsw_1m.json"
 exit 0

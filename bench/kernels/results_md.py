@@ -19,18 +19,19 @@ def fmt(v, digits=1):
 
 
 def search_rows(doc):
+    plan = (doc or {}).get("gpu_search_plan", "default")
     for size in (doc or {}).get("search", {}).get("sizes", []):
         n = size["entries"]
         for engine in ("gpu_flat", "faiss_flat", "faiss_hnsw"):
             e = size.get(engine, {})
-            if "skipped" in e:
-                yield f"| {n:,} | {engine} | - | - | - | - | - | skipped: {e['skipped']} |"
+            if "skipped" in e:  # the steps line says what was left out
                 continue
+            label = f"gpu_flat ({plan} plan)" if engine == "gpu_flat" else engine
             for b in e.get("batches", []):
                 frac = b.get("fraction_of_copy_bandwidth")
                 kfrac = b.get("kernel_fraction_of_copy_bandwidth")
                 bw = "-" if frac is None else f"{fmt(frac * 100)}% (kernels {fmt(kfrac * 100)}%)" if kfrac else f"{fmt(frac * 100)}%"
-                yield (f"| {n:,} | {engine} | {b['batch']} | {fmt(b['queries_per_s'])} | {fmt(b['mean_ms'], 3)} | "
+                yield (f"| {n:,} | {label} | {b['batch']} | {fmt(b['queries_per_s'])} | {fmt(b['mean_ms'], 3)} | "
                        f"{fmt(b['p99_ms'], 3)} | {bw} | recall@k {fmt(e.get('recall_at_k_vs_faiss_flat', '-'), 4)} |")
 
 

@@ -93,7 +93,7 @@ class GpuFlatIndex final : public cache::VectorIndex {
     std::fill(hq, hq + qpad * ld_, std::uint16_t{0});
     for (std::size_t q = 0; q < nq; ++q)
       for (std::size_t d = 0; d < dim_; ++d) hq[q * ld_ + d] = float_to_half_bits(queries[q * dim_ + d]);
-    const std::size_t partials = nq * static_cast<std::size_t>(detail::search_blocks(plan, rows)) * k;
+    const std::size_t partials = nq * static_cast<std::size_t>(detail::search_blocks(plan, rows, nq)) * k;
     d_queries_.reserve(qpad * ld_);
     d_part_score_.reserve(partials);
     d_part_slot_.reserve(partials);
