@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(kThreads) score_topk_kernel(
       list_s[q * kListWidth + lane] = ls;
       list_i[q * kListWidth + lane] = li;
       const float kth = __shfl_sync(kFull, ls, k - 1);
+      __syncwarp();  // every lane's read of thr_s[q] above happens before lane 0 overwrites it
       if (lane == 0) thr_s[q] = kth;
     }
     __syncthreads();
