@@ -136,8 +136,10 @@ step bench_search_10m_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/ti
 if [[ -n "$SANITIZER" ]]; then
   step memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 7 \
     "$BIN/tidegate_kernels_gpu_tests"
-  step racecheck 90 "$SANITIZER" --tool racecheck --error-exitcode 7 \
-    "$BIN/tidegate_kernels_gpu_tests" --gtest_filter='GpuFlatIndex.*:GpuOps.*'
+  for plan in "${PLANS[@]}"; do
+    step "racecheck_$plan" 90 env TIDEGATE_GPU_SEARCH_PLAN="$plan" "$SANITIZER" --tool racecheck --error-exitcode 7 \
+      "$BIN/tidegate_kernels_gpu_tests" --gtest_filter='GpuFlatIndex.*:GpuOps.*'
+  done
 else
   STEPS+=("{\"step\":\"compute-sanitizer\",\"status\":\"not installed (looked in /usr/local/cuda and PATH)\"}")
 fi
