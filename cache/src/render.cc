@@ -93,7 +93,7 @@ std::string render_hit_json(RequestView::Endpoint endpoint, const std::string& m
 }
 
 std::string render_hit_sse(RequestView::Endpoint endpoint, const std::string& model, const CachedAnswer& answer,
-                           bool include_usage) {
+                           bool include_usage, const json::object* usage_extra) {
   const bool chat = endpoint == RequestView::Endpoint::kChat;
   const auto id = fresh_id(endpoint);
   const auto created = unix_now();
@@ -126,6 +126,8 @@ std::string render_hit_sse(RequestView::Endpoint endpoint, const std::string& mo
   if (include_usage) {
     json::object u{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
                    {"created", created}, {"model", model}, {"choices", json::array{}}, {"usage", usage(answer)}};
+    if (usage_extra)
+      for (const auto& field : *usage_extra) u[field.key()] = field.value();
     event(out, u);
   }
   out += "data: [DONE]\n\n";

@@ -70,7 +70,9 @@ TEST(CacheRender, ChatSseWithUsage) {
     EXPECT_EQ(c.at("id").as_string(), id);  // one id for the whole stream
     EXPECT_EQ(c.at("object"), "chat.completion.chunk");
     const auto& choices = c.at("choices").as_array();
-    if (i == 0) EXPECT_EQ(choices.at(0).at("delta").at("role"), "assistant");
+    if (i == 0) {
+      EXPECT_EQ(choices.at(0).at("delta").at("role"), "assistant");
+    }
     if (i + 2 == lines.size()) {  // usage chunk
       EXPECT_TRUE(choices.empty());
       EXPECT_EQ(c.at("usage").at("completion_tokens").as_int64(), 20);
@@ -86,6 +88,17 @@ TEST(CacheRender, ChatSseWithUsage) {
   }
   EXPECT_EQ(content, answer().content);
   EXPECT_GE(lines.size(), 6u);  // content is split in several pieces
+}
+
+TEST(CacheRender, UsageExtraJoinsOnlyTheUsageChunk) {
+  const json::object extra{{"tidegate_cost_usd", 0.25}};
+  const auto lines = data_lines(render_hit_sse(RequestView::Endpoint::kChat, "llama", answer(), true, &extra));
+  ASSERT_GE(lines.size(), 3u);
+  const auto usage_chunk = json::parse(lines[lines.size() - 2]).as_object();
+  EXPECT_EQ(usage_chunk.at("tidegate_cost_usd").as_double(), 0.25);
+  EXPECT_EQ(usage_chunk.at("usage").at("completion_tokens").as_int64(), 20);
+  for (std::size_t i = 0; i + 2 < lines.size(); ++i)
+    EXPECT_FALSE(json::parse(lines[i]).as_object().contains("tidegate_cost_usd")) << lines[i];
 }
 
 TEST(CacheRender, CompletionSseWithoutUsage) {

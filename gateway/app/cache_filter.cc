@@ -69,8 +69,10 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     const auto endpoint = holder->endpoint;
     if (ctx->stream) {
       reply.content_type = "text/event-stream";
-      reply.body = cache::render_hit_sse(endpoint, ctx->model, r.answer, ctx->client_wants_usage);
-      if (ctx->client_wants_usage && price_hit_) add_cost_to_usage_chunk(reply.body, price_hit_(*ctx));
+      boost::json::object priced;
+      if (ctx->client_wants_usage && price_hit_) priced["tidegate_cost_usd"] = price_hit_(*ctx);
+      reply.body = cache::render_hit_sse(endpoint, ctx->model, r.answer, ctx->client_wants_usage,
+                                         priced.empty() ? nullptr : &priced);
       reply.headers.emplace_back("Cache-Control", "no-cache");
     } else {
       reply.body = cache::render_hit_json(endpoint, ctx->model, r.answer);
@@ -81,21 +83,6 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     reply.headers.emplace_back("x-tidegate-cache-entry", std::to_string(r.entry_id));
     done(std::move(reply));
   });
-}
-
-void add_cost_to_usage_chunk(std::string& sse, double cost_usd) {
-  const auto done = sse.rfind("data: [DONE]");
-  if (done == std::string::npos || done < 2) return;
-  const auto start = sse.rfind("data: ", done - 2);
-  if (start == std::string::npos) return;
-  const auto json_begin = start + 6;
-  auto json_end = done;
-  while (json_end > json_begin && (sse[json_end - 1] == '\n' || sse[json_end - 1] == '\r')) --json_end;
-  boost::system::error_code ec;
-  auto v = boost::json::parse(std::string_view(sse).substr(json_begin, json_end - json_begin), ec);
-  if (ec || !v.is_object() || !v.as_object().contains("usage")) return;  // no usage chunk: nothing to annotate
-  v.as_object()["tidegate_cost_usd"] = cost_usd;
-  sse.replace(json_begin, json_end - json_begin, boost::json::serialize(v));
 }
 
 void CacheFilter::on_complete(const gateway::RequestContext& ctx) {

@@ -29,7 +29,4 @@ class CacheFilter final : public gateway::RequestFilter {
   HitPricer price_hit_;
 };
 
-// Adds "tidegate_cost_usd" to the usage chunk (the event before [DONE]) of a rendered SSE body.
-void add_cost_to_usage_chunk(std::string& sse, double cost_usd);
-
 }  // namespace tidegate::app

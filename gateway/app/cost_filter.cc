@@ -99,8 +99,9 @@ void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
   } else {
     return;  // stream heads go out before any token: the cost rides on the usage chunk
   }
-  ctx.response_headers.emplace_back("x-tidegate-cost-usd", usd(s.cost));
-  ctx.attributes["cost_usd"] = usd(s.cost);
+  auto cost = usd(s.cost);
+  ctx.response_headers.emplace_back("x-tidegate-cost-usd", cost);
+  ctx.attributes["cost_usd"] = std::move(cost);
 }
 
 double CostFilter::price_hit(gateway::RequestContext& ctx) {

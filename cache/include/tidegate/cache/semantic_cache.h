@@ -89,8 +89,10 @@ class SemanticCache {
 // Rendering a hit in OpenAI shapes (fresh id and created time; usage from the entry).
 std::string render_hit_json(RequestView::Endpoint endpoint, const std::string& model, const CachedAnswer& answer);
 // A complete SSE body: role chunk, content chunks, finish chunk, usage chunk when asked, [DONE].
+// usage_extra's fields join the usage chunk (the gateway's price of the hit, as on a forwarded
+// stream's usage chunk).
 std::string render_hit_sse(RequestView::Endpoint endpoint, const std::string& model, const CachedAnswer& answer,
-                           bool include_usage);
+                           bool include_usage, const boost::json::object* usage_extra = nullptr);
 
 struct CacheConfig;  // defined in cache_config.h
 std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path);
