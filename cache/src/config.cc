@@ -2,6 +2,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/minilm.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "tidegate/common/config_error.h"
 
@@ -32,7 +33,7 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
   } else {
     if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
     yaml_reject_unknown(node, path,
-                        {"type", "device", "model_dir", "url", "model", "api_key_env", "timeout", "threads", "max_batch",
+                        {"type", "device", "precision", "model_dir", "url", "model", "api_key_env", "timeout", "threads", "max_batch",
                          "dim"});
     e.type = yaml_string(node, "type", path, e.type);
     const auto device = yaml_string(node, "device", path, std::string("auto"));
@@ -44,6 +45,20 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
       e.device = EmbedderConfig::Device::kGpu;
     } else {
       throw ConfigError(path_join(path, "device"), yaml_line(node["device"]), "expected auto, cpu or gpu");
+    }
+    const auto precision = yaml_string(node, "precision", path, std::string("auto"));
+    if (precision == "auto") {
+      e.precision = EmbedderConfig::Precision::kAuto;
+    } else if (precision == "fp32") {
+      e.precision = EmbedderConfig::Precision::kFp32;
+    } else if (precision == "bf16") {
+      // Checked here, not at first use: a config that cannot run on this host should not load.
+      if (!minilm_bf16_supported())
+        throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]),
+                          "bf16 needs a CPU with AVX512-BF16, which this one lacks; use auto or fp32");
+      e.precision = EmbedderConfig::Precision::kBf16;
+    } else {
+      throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]), "expected auto, fp32 or bf16");
     }
     e.model_dir = yaml_string(node, "model_dir", path, e.model_dir);
     e.url = yaml_string(node, "url", path, e.url);

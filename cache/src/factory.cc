@@ -87,6 +87,9 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
     if (auto gpu = make_gpu_minilm(config, model_dir)) return gpu;
     MiniLMOptions options;
     options.blas_threads = 1;  // parallelism comes from the cache's worker pool
+    options.precision = config.precision == EmbedderConfig::Precision::kFp32   ? MiniLMPrecision::kFp32
+                        : config.precision == EmbedderConfig::Precision::kBf16 ? MiniLMPrecision::kBf16
+                                                                               : MiniLMPrecision::kAuto;
     return make_minilm_embedder(model_dir, options);
   }
   if (config.type == "hash") {

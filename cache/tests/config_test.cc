@@ -2,6 +2,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "tidegate/cache/cache_config.h"
+#include "tidegate/cache/minilm.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "tidegate/common/config_error.h"
 
@@ -99,6 +100,7 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       {"cache:\n  embedder:\n    type: hash\n    device: gpu\n", "cache.embedder.device", 4},
       {"cache:\n  index:\n    type: gpu-fast\n", "cache.index.type", 3},
       {"cache:\n  index: gpu\n", "cache.index", 2},
+      {"cache:\n  embedder:\n    type: minilm\n    precision: int4\n", "cache.embedder.precision", 4},
   };
   for (const auto& c : cases) {
     try {
@@ -107,6 +109,23 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
     } catch (const tidegate::ConfigError& e) {
       EXPECT_EQ(e.key(), c.key) << c.yaml << " -> " << e.what();
       EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
+    }
+  }
+}
+
+TEST(CacheConfig, EncoderPrecision) {
+  EXPECT_EQ(parse("cache: {enabled: true}\n")->embedder.precision, EmbedderConfig::Precision::kAuto);
+  EXPECT_EQ(parse("cache:\n  embedder: {precision: fp32}\n")->embedder.precision, EmbedderConfig::Precision::kFp32);
+  const char* bf16 = "cache:\n  embedder:\n    type: minilm\n    precision: bf16\n";
+  if (minilm_bf16_supported()) {
+    EXPECT_EQ(parse(bf16)->embedder.precision, EmbedderConfig::Precision::kBf16);
+  } else {
+    try {
+      parse(bf16);
+      ADD_FAILURE() << "bf16 accepted on a CPU without AVX512-BF16";
+    } catch (const tidegate::ConfigError& e) {
+      EXPECT_EQ(e.key(), "cache.embedder.precision");
+      EXPECT_EQ(e.line(), 4);
     }
   }
 }

@@ -10,8 +10,9 @@ namespace {
 
 class MiniLMEmbedder final : public Embedder {
  public:
-  MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, std::size_t max_seq, std::size_t max_pass_tokens)
-      : model_(std::move(model)), packed_(pack_minilm(model_->weights())), max_seq_(max_seq),
+  MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, DenseMath math, std::size_t max_seq,
+                 std::size_t max_pass_tokens)
+      : model_(std::move(model)), packed_(pack_minilm(model_->weights(), math)), max_seq_(max_seq),
         max_pass_tokens_(max_pass_tokens) {}
 
   std::size_t dim() const override { return model_->weights().config.hidden; }
@@ -64,8 +65,14 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
   std::size_t max_seq = options.max_seq_length == 0 ? model_max : std::min(options.max_seq_length, model_max);
   if (max_seq < 2) throw std::invalid_argument("minilm: max_seq_length must be at least 2");
   if (options.max_pass_tokens == 0) throw std::invalid_argument("minilm: max_pass_tokens must be positive");
-  return std::make_unique<MiniLMEmbedder>(std::move(model), max_seq, options.max_pass_tokens);
+  DenseMath math = DenseMath::kFp32;
+  if (options.precision == MiniLMPrecision::kBf16 && !cpu_has_bf16_dot())
+    throw std::invalid_argument("minilm: precision bf16 needs a CPU with AVX512-BF16; use auto or fp32");
+  if (options.precision != MiniLMPrecision::kFp32 && cpu_has_bf16_dot()) math = DenseMath::kBf16;
+  return std::make_unique<MiniLMEmbedder>(std::move(model), math, max_seq, options.max_pass_tokens);
 }
+
+bool minilm_bf16_supported() { return cpu_has_bf16_dot(); }
 
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options) {
   return make_minilm_embedder(MiniLMModel::load(model_dir), options);

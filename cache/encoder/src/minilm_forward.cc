@@ -115,13 +115,15 @@ void gelu_inplace(float* v, std::size_t n) {
 
 }  // namespace
 
-std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w) {
+std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w, DenseMath math) {
   const std::size_t H = w.config.hidden, I = w.config.intermediate;
   std::vector<PackedMiniLMLayer> layers;
   layers.reserve(w.layers.size());
   for (const auto& l : w.layers) {
-    layers.push_back(PackedMiniLMLayer{PackedLinear(l.qkv_weight, 3 * H, H), PackedLinear(l.attn_out_weight, H, H),
-                                       PackedLinear(l.ffn_in_weight, I, H), PackedLinear(l.ffn_out_weight, H, I)});
+    layers.push_back(PackedMiniLMLayer{PackedLinear(l.qkv_weight, 3 * H, H, math),
+                                       PackedLinear(l.attn_out_weight, H, H, math),
+                                       PackedLinear(l.ffn_in_weight, I, H, math),
+                                       PackedLinear(l.ffn_out_weight, H, I, math)});
   }
   return layers;
 }

@@ -13,7 +13,7 @@ namespace tidegate::cache {
 struct PackedMiniLMLayer {
   PackedLinear qkv, attn_out, ffn_in, ffn_out;
 };
-std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w);
+std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w, DenseMath math = DenseMath::kFp32);
 
 // minilm_forward with packed weights (null: OpenBLAS sgemm for every dense layer) and a hook called before each
 // layer (the embedder checks its deadline there).

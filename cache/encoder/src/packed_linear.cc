@@ -1,6 +1,10 @@
 #include "packed_linear.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <cstring>
 
 namespace tidegate::cache {
@@ -32,10 +36,82 @@ using TileFn = void (*)(const float*, std::size_t, const float*, std::size_t, co
 constexpr TileFn kTiles[kRows + 1] = {nullptr, micro_tile<1>, micro_tile<2>, micro_tile<3>,
                                       micro_tile<4>, micro_tile<5>, micro_tile<6>};
 
+// Round to nearest even, as the hardware's own conversions do. MiniLM has no NaN or Inf.
+std::uint16_t to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+// AVX-512 has 32 vector registers: a tile of two panels by up to 12 rows keeps 24
+// accumulators, two weight vectors and a broadcast in registers, so each broadcast row value
+// feeds two dot instructions.
+constexpr std::size_t kRowsBf16 = 12;
+
+// acc[m][h] += sum over pairs k2 of x[m][2k2..2k2+1] . panel_h[k2][j][0..1]; y = acc + bias,
+// for `P` (1 or 2) adjacent panels. xp holds each row's values as bf16 pairs, one 32-bit word
+// per pair, so a broadcast feeds vdpbf16ps directly.
+template <std::size_t M, std::size_t P>
+__attribute__((target("avx512f,avx512bf16"))) void micro_tile_bf16(const std::uint32_t* xp, std::size_t ldx,
+                                                                   const std::uint16_t* panel, std::size_t pairs,
+                                                                   const float* bias, std::size_t width, float* y,
+                                                                   std::size_t ldy) {
+  constexpr std::size_t kStep = 2 * PackedLinear::kPanel;  // bf16 values per pair row of a panel
+  __m512 acc[M][P];
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t h = 0; h < P; ++h) acc[m][h] = _mm512_setzero_ps();
+  const std::uint16_t* second = panel + pairs * kStep;
+  for (std::size_t k2 = 0; k2 < pairs; ++k2) {
+    __m512i w[P];
+    w[0] = _mm512_loadu_si512(panel + k2 * kStep);
+    if constexpr (P == 2) w[1] = _mm512_loadu_si512(second + k2 * kStep);
+    for (std::size_t m = 0; m < M; ++m) {
+      const __m512i xb = _mm512_set1_epi32(static_cast<int>(xp[m * ldx + k2]));
+      for (std::size_t h = 0; h < P; ++h) acc[m][h] = _mm512_dpbf16_ps(acc[m][h], (__m512bh)xb, (__m512bh)w[h]);
+    }
+  }
+  // width counts the valid outputs over all P panels (the last panel may be partial).
+  for (std::size_t h = 0; h < P; ++h) {
+    const std::size_t valid = std::min(PackedLinear::kPanel, width - h * PackedLinear::kPanel);
+    const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+    const __m512 b = _mm512_maskz_loadu_ps(mask, bias + h * PackedLinear::kPanel);
+    for (std::size_t m = 0; m < M; ++m)
+      _mm512_mask_storeu_ps(y + m * ldy + h * PackedLinear::kPanel, mask, _mm512_add_ps(acc[m][h], b));
+  }
+}
+
+using TileBf16Fn = void (*)(const std::uint32_t*, std::size_t, const std::uint16_t*, std::size_t, const float*,
+                            std::size_t, float*, std::size_t);
+template <std::size_t P, std::size_t... M>
+constexpr auto make_bf16_tiles(std::index_sequence<M...>) {
+  return std::array<TileBf16Fn, sizeof...(M)>{(M == 0 ? nullptr : &micro_tile_bf16<M == 0 ? 1 : M, P>)...};
+}
+constexpr auto kTilesBf16One = make_bf16_tiles<1>(std::make_index_sequence<kRowsBf16 + 1>{});
+constexpr auto kTilesBf16Two = make_bf16_tiles<2>(std::make_index_sequence<kRowsBf16 + 1>{});
+
 }  // namespace
 
-PackedLinear::PackedLinear(const float* w, std::size_t out, std::size_t in) : out_(out), in_(in) {
+bool cpu_has_bf16_dot() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+PackedLinear::PackedLinear(const float* w, std::size_t out, std::size_t in, DenseMath math)
+    : out_(out), in_(in), math_(math == DenseMath::kBf16 && cpu_has_bf16_dot() ? DenseMath::kBf16 : DenseMath::kFp32) {
   const std::size_t panels = (out + kPanel - 1) / kPanel;
+  if (math_ == DenseMath::kBf16) {
+    const std::size_t pairs = (in + 1) / 2;
+    bf16_.assign(panels * pairs * kPanel * 2, 0);
+    for (std::size_t p = 0; p < panels; ++p) {
+      for (std::size_t j = 0; j < kPanel && p * kPanel + j < out; ++j) {
+        const float* src = w + (p * kPanel + j) * in;
+        std::uint16_t* dst = bf16_.data() + p * pairs * kPanel * 2 + j * 2;
+        for (std::size_t k = 0; k < in; ++k) dst[(k / 2) * kPanel * 2 + (k % 2)] = to_bf16(src[k]);
+      }
+    }
+    return;
+  }
   panels_.assign(panels * in * kPanel, 0.f);
   for (std::size_t p = 0; p < panels; ++p) {
     for (std::size_t j = 0; j < kPanel && p * kPanel + j < out; ++j) {
@@ -47,6 +123,10 @@ PackedLinear::PackedLinear(const float* w, std::size_t out, std::size_t in) : ou
 }
 
 void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, float* y) const {
+  if (math_ == DenseMath::kBf16) {
+    apply_bf16(x, rows, bias, y);
+    return;
+  }
   const std::size_t panels = (out_ + kPanel - 1) / kPanel;
   // Panel-outer: each panel (in * 64 bytes) is read from memory once and stays in L1/L2 while
   // every row block uses it.
@@ -57,6 +137,37 @@ void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, fl
     for (std::size_t r = 0; r < rows; r += kRows) {
       const std::size_t m = std::min(kRows, rows - r);
       kTiles[m](x + r * in_, in_, panel, in_, bias + col, width, y + r * out_ + col, out_);
+    }
+  }
+}
+
+void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bias, float* y) const {
+  const std::size_t pairs = (in_ + 1) / 2;
+  std::vector<std::uint32_t> xp(rows * pairs);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* src = x + r * in_;
+    std::uint32_t* dst = xp.data() + r * pairs;
+    for (std::size_t k2 = 0; k2 < pairs; ++k2) {
+      const std::uint32_t lo = to_bf16(src[2 * k2]);
+      const std::uint32_t hi = 2 * k2 + 1 < in_ ? to_bf16(src[2 * k2 + 1]) : 0u;
+      dst[k2] = lo | (hi << 16);
+    }
+  }
+  // Rows split into equal tiles (9 rows run as 5 + 4, not 8 + 1): a thin tile pays a full pass
+  // over the panel for few multiply-adds.
+  const std::size_t tiles = (rows + kRowsBf16 - 1) / kRowsBf16;
+  const std::size_t panels = (out_ + kPanel - 1) / kPanel;
+  for (std::size_t p = 0; p < panels; p += 2) {
+    const bool two = p + 1 < panels;
+    const std::uint16_t* panel = bf16_.data() + p * pairs * kPanel * 2;
+    const std::size_t col = p * kPanel;
+    const std::size_t width = std::min((two ? 2 : 1) * kPanel, out_ - col);
+    const auto& kernels = two ? kTilesBf16Two : kTilesBf16One;
+    std::size_t r = 0;
+    for (std::size_t t = 0; t < tiles; ++t) {
+      const std::size_t m = (rows - r + (tiles - t) - 1) / (tiles - t);
+      kernels[m](xp.data() + r * pairs, pairs, panel, pairs, bias + col, width, y + r * out_ + col, out_);
+      r += m;
     }
   }
 }

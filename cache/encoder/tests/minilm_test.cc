@@ -31,7 +31,7 @@ class MiniLM : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     model_.reset();
-    reference_batch_.clear();
+    for (auto& b : reference_batches_) b.clear();
   }
   void SetUp() override {
     if (!model_) GTEST_SKIP() << testing::kNoModel << testing::model_dir();
@@ -42,38 +42,65 @@ class MiniLM : public ::testing::Test {
     for (const auto& c : ref.at("cases").as_array()) texts.emplace_back(c.at("text").as_string());
     return texts;
   }
-  // All reference texts embedded in one call by the default embedder; computed once, because
-  // under ASan each pass over the 21 texts takes seconds.
-  static const std::vector<float>& reference_batch() {
-    if (reference_batch_.empty()) {
-      reference_batch_ = make_minilm_embedder(model_)->embed(reference_texts(), Clock::now() + std::chrono::minutes(5));
+  // All reference texts embedded in one call by the default embedder (or one of the given
+  // precision); computed once each, because under ASan each pass over the 21 texts takes seconds.
+  static const std::vector<float>& reference_batch(MiniLMPrecision precision = MiniLMPrecision::kAuto) {
+    auto& batch = reference_batches_[static_cast<int>(precision)];
+    if (batch.empty()) {
+      MiniLMOptions options;
+      options.precision = precision;
+      batch = make_minilm_embedder(model_, options)->embed(reference_texts(), Clock::now() + std::chrono::minutes(5));
     }
-    return reference_batch_;
+    return batch;
+  }
+  static void expect_matches_reference(const std::vector<float>& got, const char* what) {
+    const auto ref = testing::reference();
+    const auto texts = reference_texts();
+    ASSERT_EQ(got.size(), texts.size() * 384);
+    const auto& cases = ref.at("cases").as_array();
+    double worst = 1.0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      std::vector<float> expected;
+      for (const auto& v : cases[i].at("embedding").as_array()) expected.push_back(static_cast<float>(v.as_double()));
+      ASSERT_EQ(expected.size(), 384u);
+      const double cos = cosine(got.data() + i * 384, expected.data(), 384);
+      worst = std::min(worst, cos);
+      EXPECT_GE(cos, 0.999) << what << ", text: " << texts[i];
+    }
+    std::cout << what << ": worst cosine vs sentence-transformers: 1 - " << std::scientific << std::setprecision(2)
+              << 1.0 - worst << "\n";
   }
   static inline std::shared_ptr<const MiniLMModel> model_;
-  static inline std::vector<float> reference_batch_;
+  static inline std::vector<float> reference_batches_[3];
 };
 
 TEST_F(MiniLM, MatchesSentenceTransformersReference) {
   auto embedder = make_minilm_embedder(model_);
   ASSERT_EQ(embedder->dim(), 384u);
   EXPECT_EQ(embedder->name(), "minilm");
-  const auto ref = testing::reference();
-  const auto texts = reference_texts();
-  const auto& got = reference_batch();
-  ASSERT_EQ(got.size(), texts.size() * 384);
-  const auto& cases = ref.at("cases").as_array();
-  double worst = 1.0;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    std::vector<float> expected;
-    for (const auto& v : cases[i].at("embedding").as_array()) expected.push_back(static_cast<float>(v.as_double()));
-    ASSERT_EQ(expected.size(), 384u);
-    const double cos = cosine(got.data() + i * 384, expected.data(), 384);
-    worst = std::min(worst, cos);
-    EXPECT_GE(cos, 0.999) << "text: " << texts[i];
-    EXPECT_NEAR(cosine(got.data() + i * 384, got.data() + i * 384, 384), 1.0, 1e-6);
+  expect_matches_reference(reference_batch(), "default precision");
+  expect_matches_reference(reference_batch(MiniLMPrecision::kFp32), "fp32");
+}
+
+TEST_F(MiniLM, Bf16StaysCloseToFp32) {
+  MiniLMOptions bf16;
+  bf16.precision = MiniLMPrecision::kBf16;
+  if (!minilm_bf16_supported()) {
+    EXPECT_THROW(make_minilm_embedder(model_, bf16), std::invalid_argument);
+    GTEST_SKIP() << "this CPU lacks AVX512-BF16: the bf16 path cannot run here";
   }
-  std::cout << "worst cosine vs sentence-transformers: 1 - " << std::scientific << std::setprecision(2) << 1.0 - worst << "\n";
+  const auto& fp32 = reference_batch(MiniLMPrecision::kFp32);
+  const auto& low = reference_batch(MiniLMPrecision::kBf16);
+  expect_matches_reference(low, "bf16");
+  const auto texts = reference_texts();
+  double worst = 1.0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const double cos = cosine(fp32.data() + i * 384, low.data() + i * 384, 384);
+    worst = std::min(worst, cos);
+    EXPECT_GE(cos, 0.9995) << texts[i];
+    EXPECT_LT(cos, 1.0 - 1e-9) << "bf16 gave fp32's exact result: is the bf16 path running? " << texts[i];
+  }
+  std::cout << "bf16 vs fp32: worst cosine 1 - " << std::scientific << std::setprecision(2) << 1.0 - worst << "\n";
 }
 
 TEST_F(MiniLM, BatchingDoesNotChangeAnyRow) {
@@ -100,7 +127,7 @@ TEST_F(MiniLM, PackedKernelsAgreeWithOpenBlasPath) {
   std::vector<std::vector<std::int32_t>> ids;
   for (const auto& t : texts) ids.push_back(model_->tokenizer().encode(t, 256));
   const auto blas = minilm_forward(model_->weights(), ids);
-  const auto& packed = reference_batch();
+  const auto& packed = reference_batch(MiniLMPrecision::kFp32);
   ASSERT_EQ(blas.size(), packed.size());
   for (std::size_t i = 0; i < texts.size(); ++i) {
     EXPECT_GT(cosine(blas.data() + i * 384, packed.data() + i * 384, 384), 0.99999) << texts[i];

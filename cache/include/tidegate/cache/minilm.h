@@ -136,7 +136,13 @@ class MiniLMModel final {
   MiniLMWeights weights_;
 };
 
+// Arithmetic of the dense layers. bf16 rounds weights and activations to bfloat16 and sums in
+// fp32 (AVX512-BF16): about twice as fast for short prompts, cosine >= 0.9995 to the fp32
+// result on the reference sentences. kAuto takes bf16 where the CPU has it.
+enum class MiniLMPrecision { kAuto, kFp32, kBf16 };
+
 struct MiniLMOptions {
+  MiniLMPrecision precision = MiniLMPrecision::kAuto;
   // 0 keeps the model's max_seq_length (256); a smaller value truncates earlier.
   std::size_t max_seq_length = 0;
   // Parallelism comes from the caller's worker pool, so OpenBLAS should not spawn its own threads
@@ -153,6 +159,9 @@ struct MiniLMOptions {
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options = {});
 std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel> model,
                                                const MiniLMOptions& options = {});
+
+// Whether MiniLMPrecision::kBf16 can run on this CPU.
+bool minilm_bf16_supported();
 
 // The forward pass on token ids ([CLS] ... [SEP] each), for tests and for parity checks of other
 // backends: returns ids.size() * hidden floats, mean-pooled and L2-normalised.
