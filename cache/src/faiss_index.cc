@@ -6,6 +6,9 @@
 
 #include <omp.h>
 
+#include "fast_flat_ip.h"
+#include "hnsw_search.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -43,8 +46,10 @@ FaissVectorIndex::~FaissVectorIndex() = default;
 std::unique_ptr<faiss::Index> FaissVectorIndex::build(IndexConfig::Type type) const {
   if (type == IndexConfig::Type::kFlat)
     return std::make_unique<faiss::IndexFlatIP>(static_cast<faiss::Index::idx_t>(dim_));
-  auto h = std::make_unique<faiss::IndexHNSWFlat>(static_cast<int>(dim_), config_.hnsw_m,
-                                                  faiss::METRIC_INNER_PRODUCT);
+  // IndexHNSWFlat with a storage whose inner product uses the host's vector unit (see fast_flat_ip.h).
+  auto h = std::make_unique<faiss::IndexHNSW>(new FastFlatIP(static_cast<faiss::Index::idx_t>(dim_)), config_.hnsw_m);
+  h->own_fields = true;
+  h->is_trained = true;
   h->hnsw.efConstruction = config_.ef_construction;
   h->hnsw.efSearch = config_.ef_search;
   return h;
@@ -112,7 +117,17 @@ std::vector<SearchHit> FaissVectorIndex::search(std::size_t nq, const float* que
   std::vector<float> dist(nq * kk);
   std::vector<faiss::Index::idx_t> pos(nq * kk);
   SerialOpenMP serial(nq < kSerialBelow);
-  if (type_ == IndexConfig::Type::kHnsw) {
+  if (type_ == IndexConfig::Type::kHnsw && !faiss_search_.load(std::memory_order_relaxed)) {
+    const auto& hnsw = static_cast<const faiss::IndexHNSW&>(*index_);
+    const auto ef = std::max<std::size_t>(static_cast<std::size_t>(config_.ef_search), kk);
+    for (std::size_t q = 0; q < nq; ++q) {
+      const auto found = hnsw_search_ip(hnsw, queries + q * dim_, kk, ef);
+      for (std::size_t j = 0; j < kk; ++j) {
+        dist[q * kk + j] = j < found.size() ? found[j].score : 0.f;
+        pos[q * kk + j] = j < found.size() ? found[j].position : -1;
+      }
+    }
+  } else if (type_ == IndexConfig::Type::kHnsw) {
     faiss::SearchParametersHNSW params;
     params.efSearch = std::max<int>(config_.ef_search, static_cast<int>(kk));
     index_->search(static_cast<faiss::Index::idx_t>(nq), queries, static_cast<faiss::Index::idx_t>(kk),

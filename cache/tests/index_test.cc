@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "tidegate/cache/faiss_index.h"
+#include "../src/fast_flat_ip.h"
 
 using namespace tidegate::cache;
 
@@ -99,6 +100,57 @@ TEST(Index, HnswRecallAgainstFlat) {
   std::size_t same = 0;
   for (std::size_t i = 0; i < kQ; ++i) same += a[i].id == b[i].id;
   EXPECT_GE(same, kQ * 9 / 10);
+}
+
+TEST(Index, PrefetchingHnswSearchAgreesWithFaissSearch) {
+  // Same graph, two search loops: ours (hnsw_search.cc) and IndexHNSW::search. The beam
+  // differs in detail (FAISS bounds its candidate heap), so a few near-ties may rank differently,
+  // but the scores must agree and the top ids almost always.
+  constexpr std::size_t kDim = 384, kN = 8000, kQ = 300, kK = 10;
+  IndexConfig cfg;
+  FaissVectorIndex ix(kDim, cfg, IndexConfig::Type::kHnsw), flat(kDim, cfg, IndexConfig::Type::kFlat);
+  const auto v = random_unit(kN, kDim, 21);
+  const auto ids = iota_ids(kN, 1000);
+  ix.add(kN, v.data(), ids.data());
+  flat.add(kN, v.data(), ids.data());
+  // Queries near stored vectors, as paraphrases are.
+  auto q = random_unit(kQ, kDim, 22);
+  for (std::size_t i = 0; i < kQ; ++i)
+    for (std::size_t j = 0; j < kDim; ++j) q[i * kDim + j] = 0.3f * q[i * kDim + j] + v[(i * 61) * kDim + j];
+  const auto ours = ix.search(kQ, q.data(), kK);
+  ix.use_faiss_search(true);
+  const auto theirs = ix.search(kQ, q.data(), kK);
+  ix.use_faiss_search(false);
+  const auto exact = flat.search(kQ, q.data(), kK);
+  std::size_t same_top = 0, ours_exact = 0, theirs_exact = 0;
+  for (std::size_t i = 0; i < kQ; ++i) {
+    same_top += ours[i * kK].id == theirs[i * kK].id;
+    ours_exact += ours[i * kK].id == exact[i * kK].id;
+    theirs_exact += theirs[i * kK].id == exact[i * kK].id;
+    for (std::size_t j = 0; j < kK; ++j) {
+      ASSERT_GE(ours[i * kK + j].id, 1000) << i << "," << j;
+      if (j > 0) {
+        EXPECT_GE(ours[i * kK + j - 1].score, ours[i * kK + j].score) << "not best first";
+      }
+    }
+    if (ours[i * kK].id == exact[i * kK].id) {
+      EXPECT_NEAR(ours[i * kK].score, exact[i * kK].score, 1e-4);
+    }
+  }
+  EXPECT_GE(same_top, kQ * 97 / 100);
+  EXPECT_GE(ours_exact + kQ / 100, theirs_exact) << "the prefetching search lost recall";
+  EXPECT_GE(ours_exact, kQ * 95 / 100);
+  std::cout << "top-1 equal to exact: prefetching " << ours_exact << ", faiss " << theirs_exact << " of " << kQ
+            << "; same top-1 " << same_top << "\n";
+}
+
+TEST(Index, InnerProductKernelMatchesPlainLoop) {
+  for (const std::size_t d : {1u, 15u, 16u, 17u, 63u, 64u, 65u, 384u, 385u}) {
+    const auto a = random_unit(1, d, 7), b = random_unit(1, d, 8);
+    double plain = 0;
+    for (std::size_t i = 0; i < d; ++i) plain += double(a[i]) * b[i];
+    EXPECT_NEAR(fast_inner_product(a.data(), b.data(), d), plain, 1e-5) << "d=" << d;
+  }
 }
 
 TEST(Index, PromotionFromFlatToHnswKeepsIds) {

@@ -31,6 +31,9 @@ class FaissVectorIndex final : public VectorIndex {
   std::vector<SearchHit> search(std::size_t nq, const float* queries, std::size_t k) const override;
 
   IndexConfig::Type type() const;
+  // HNSW searches run through hnsw_search.h (prefetching) unless this is set, which routes them
+  // through FAISS's own IndexHNSW::search: for comparisons in tests and benchmarks.
+  void use_faiss_search(bool on) { faiss_search_.store(on, std::memory_order_relaxed); }
   std::size_t tombstones() const;
   bool needs_compaction() const;
   // Rebuilds without tombstones, as `type`. Safe to call concurrently with everything else;
@@ -49,6 +52,7 @@ class FaissVectorIndex final : public VectorIndex {
   std::vector<std::int64_t> labels_;                      // faiss position -> id, -1 = tombstone
   std::unordered_map<std::int64_t, std::int64_t> where_;  // id -> faiss position
   std::size_t tombstones_ = 0;
+  std::atomic<bool> faiss_search_{false};
   // While compact() builds, adds and removes are journaled here and replayed at the swap.
   bool compacting_ = false;
   std::vector<float> journal_vectors_;
