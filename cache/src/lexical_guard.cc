@@ -1,8 +1,11 @@
 // A cheap check that catches what sentence embeddings are blind to: "Visual Studio 2008" vs
-// "2010", "Baker County" vs "Wheeler County" embed at cosine > 0.97 yet ask different things.
+// "2010", "Baker County" vs "Wheeler County", "convert benzene into toluene" vs "convert toluene
+// into benzene" embed at cosine > 0.97 yet ask different things.
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "tidegate/cache/policy.h"
@@ -56,11 +59,67 @@ bool names_covered(const Tokens& a, const Tokens& b) {
   return std::all_of(a.names.begin(), a.names.end(), [&](const std::string& n) { return b.words.count(n) > 0; });
 }
 
+// Function words, which paraphrases move around freely; the rest are content words.
+const std::unordered_set<std::string_view>& stopwords() {
+  static const std::unordered_set<std::string_view> words = {
+      "a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing",
+      "have", "has", "had", "having", "i", "me", "my", "we", "our", "you", "your", "he", "she", "it", "its",
+      "they", "them", "their", "this", "that", "these", "those", "of", "in", "on", "at", "to", "for", "from",
+      "by", "with", "about", "as", "into", "and", "or", "but", "if", "so", "than", "then", "there", "here",
+      "can", "could", "should", "would", "will", "shall", "may", "might", "must", "what", "which", "who",
+      "whom", "whose", "when", "where", "why", "how", "get", "got", "one", "ones", "some", "any", "much",
+      "many", "more", "most", "very", "just", "also", "s", "t", "not", "no", "never", "nothing", "nobody",
+      "none", "cannot", "without", "nor"};
+  return words;
+}
+
+// Content words in order, ASCII-lowercased, "n't" and other clitics cut, plurals folded
+// ("startups" = "startup"), each kept at its first occurrence.
+std::vector<std::string> content_words(std::string_view s) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (!std::isalnum(static_cast<unsigned char>(s[i]))) {
+      ++i;
+      continue;
+    }
+    std::string w;
+    while (i < s.size() && std::isalnum(static_cast<unsigned char>(s[i])))
+      w.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(s[i++]))));
+    if (i + 1 < s.size() && s[i] == '\'' && std::isalpha(static_cast<unsigned char>(s[i + 1]))) {
+      ++i;  // the clitic ('s, 're, 't) is not a word of its own
+      while (i < s.size() && std::isalpha(static_cast<unsigned char>(s[i]))) ++i;
+    }
+    if (w.size() > 1 && w.back() == 'n' && i > 0 && s[i - 1] == 't' && s.substr(0, i).ends_with("n't")) w.pop_back();
+    if (stopwords().count(w)) continue;
+    if (w.size() > 3 && w.back() == 's' && w[w.size() - 2] != 's') w.pop_back();
+    if (!seen.insert(w).second) continue;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+// The content words both sides share must come in the same order: "from Canada to India" and
+// "from India to Canada" share every word and embed at 0.999, but swap the roles of two.
+bool shared_words_in_same_order(std::string_view a, std::string_view b) {
+  const auto wa = content_words(a), wb = content_words(b);
+  const std::set<std::string_view> in_b(wb.begin(), wb.end());
+  const std::set<std::string_view> in_a(wa.begin(), wa.end());
+  std::vector<std::string_view> sa, sb;
+  for (const auto& w : wa)
+    if (in_b.count(w)) sa.push_back(w);
+  for (const auto& w : wb)
+    if (in_a.count(w)) sb.push_back(w);
+  return sa == sb;  // same set by construction, so equal sequences mean equal order
+}
+
 }  // namespace
 
 bool lexical_guard(std::string_view a, std::string_view b) {
   const auto ta = tokens(a), tb = tokens(b);
-  return ta.numbers == tb.numbers && names_covered(ta, tb) && names_covered(tb, ta);
+  return ta.numbers == tb.numbers && names_covered(ta, tb) && names_covered(tb, ta) &&
+         shared_words_in_same_order(a, b);
 }
 
 }  // namespace tidegate::cache

@@ -116,7 +116,7 @@ TEST(Index, PrefetchingHnswSearchAgreesWithFaissSearch) {
   // Queries near stored vectors, as paraphrases are.
   auto q = random_unit(kQ, kDim, 22);
   for (std::size_t i = 0; i < kQ; ++i)
-    for (std::size_t j = 0; j < kDim; ++j) q[i * kDim + j] = 0.3f * q[i * kDim + j] + v[(i * 61) * kDim + j];
+    for (std::size_t j = 0; j < kDim; ++j) q[i * kDim + j] = 0.3f * q[i * kDim + j] + v[((i * 61) % kN) * kDim + j];
   const auto ours = ix.search(kQ, q.data(), kK);
   ix.use_faiss_search(true);
   const auto theirs = ix.search(kQ, q.data(), kK);

@@ -247,4 +247,17 @@ TEST(CachePolicy, LexicalGuard) {
   EXPECT_TRUE(lexical_guard("Price of 1,000 shares at 3.5 dollars", "price of 1,000 shares at 3.5 dollars?"));
   EXPECT_FALSE(lexical_guard("Price of 1,000 shares", "price of 1,500 shares"));
   EXPECT_TRUE(lexical_guard("", ""));
+  // Shared content words in another order swap roles (real false hits from the Quora dev set).
+  EXPECT_FALSE(lexical_guard("What is the reagent used to convert ethanol to ethanoic acid?",
+                             "What is the reagent used to convert ethanoic acid to ethanol?"));
+  EXPECT_FALSE(lexical_guard("Can data science graduates apply for psychology?",
+                             "Can psychology graduates apply for data science?"));
+  EXPECT_FALSE(lexical_guard("what do north indians think about south indians",
+                             "what do south indians think about north indians"));
+  // Function words may move, words may be added or dropped, plurals and clitics fold.
+  EXPECT_TRUE(lexical_guard("Which laptop should I buy?", "Which laptop I should buy?"));
+  EXPECT_TRUE(lexical_guard("What are some innovative startups in India?",
+                            "What are some of the new innovative startup companies in India?"));
+  EXPECT_TRUE(lexical_guard("How don't I fail exams?", "how do not I fail exam"));
+  EXPECT_TRUE(lexical_guard("This one: what is it?", "what is this one"));
 }

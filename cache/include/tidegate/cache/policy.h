@@ -16,8 +16,10 @@ CachePlan make_plan(const CacheConfig& config, const RequestView& request);
 bool cache_control_has(std::string_view header, std::string_view directive);
 
 // True unless the two texts visibly ask about different things: the numbers they contain differ
-// (as multisets), or a capitalised word (a name, not the first word) of one is absent from the
-// other. Applied to every candidate hit when `lexical_guard` is on (default).
+// (as multisets), a capitalised word (a name, not the first word) of one is absent from the
+// other, or the content words they share come in a different order ("import from Canada to
+// India" vs "from India to Canada"). Applied to every candidate hit when `lexical_guard` is on
+// (default).
 bool lexical_guard(std::string_view a, std::string_view b);
 
 bool is_valid_utf8(std::string_view s);
