@@ -91,7 +91,8 @@ IndexConfig parse_index(const YAML::Node& node, const std::string& path) {
   } else {
     map.reset(node);
     if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected hnsw, flat, gpu-flat or a mapping");
-    yaml_reject_unknown(node, path, {"type", "m", "ef_construction", "ef_search", "flat_max", "rebuild_fraction"});
+    yaml_reject_unknown(node, path,
+                        {"type", "m", "ef_construction", "ef_search", "flat_max", "rebuild_fraction", "storage"});
     type = yaml_string(node, "type", path, std::string("hnsw"));
   }
   if (type == "hnsw") {
@@ -110,6 +111,14 @@ IndexConfig parse_index(const YAML::Node& node, const std::string& path) {
     ix.ef_search = static_cast<int>(yaml_int(map, "ef_search", path, ix.ef_search, 1, 4096));
     ix.flat_max = static_cast<std::size_t>(yaml_int(map, "flat_max", path, static_cast<std::int64_t>(ix.flat_max), 0));
     ix.rebuild_fraction = yaml_double(map, "rebuild_fraction", path, ix.rebuild_fraction, 0.01, 0.9);
+    const auto storage = yaml_string(map, "storage", path, std::string("fp16"));
+    if (storage == "fp16") {
+      ix.storage = IndexConfig::Storage::kFp16;
+    } else if (storage == "fp32") {
+      ix.storage = IndexConfig::Storage::kFp32;
+    } else {
+      throw ConfigError(path_join(path, "storage"), yaml_line(map["storage"]), "expected fp16 or fp32");
+    }
   }
   return ix;
 }

@@ -46,8 +46,12 @@ FaissVectorIndex::~FaissVectorIndex() = default;
 std::unique_ptr<faiss::Index> FaissVectorIndex::build(IndexConfig::Type type) const {
   if (type == IndexConfig::Type::kFlat)
     return std::make_unique<faiss::IndexFlatIP>(static_cast<faiss::Index::idx_t>(dim_));
-  // IndexHNSWFlat with a storage whose inner product uses the host's vector unit (see fast_flat_ip.h).
-  auto h = std::make_unique<faiss::IndexHNSW>(new FastFlatIP(static_cast<faiss::Index::idx_t>(dim_)), config_.hnsw_m);
+  // IndexHNSWFlat (or IndexHNSWSQ fp16) with a storage whose inner product uses the host's
+  // vector unit (see fast_flat_ip.h).
+  const auto d = static_cast<faiss::Index::idx_t>(dim_);
+  faiss::Index* storage = config_.storage == IndexConfig::Storage::kFp16 ? static_cast<faiss::Index*>(new FastFp16IP(d))
+                                                                        : new FastFlatIP(d);
+  auto h = std::make_unique<faiss::IndexHNSW>(storage, config_.hnsw_m);
   h->own_fields = true;
   h->is_trained = true;
   h->hnsw.efConstruction = config_.ef_construction;

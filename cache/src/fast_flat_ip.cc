@@ -2,6 +2,13 @@
 
 #include <faiss/impl/DistanceComputer.h>
 
+// GCC 12's own AVX-512 conversion intrinsics start from _mm512_undefined_ps(), which its
+// uninitialised-use analysis flags; the values are fully overwritten.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
 #include <cstring>
 
 namespace tidegate::cache {
@@ -35,6 +42,115 @@ float inner_product(const float* a, const float* b, std::size_t d) {
   return sum;
 }
 
+// IEEE binary16 to float, for CPUs without F16C and for tails.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while (!(mant & 0x400u)) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// `A` loads 16 query values: floats, or halves widened.
+template <bool kHalfA>
+__attribute__((target("avx512f"))) __m512 load16_512(const void* p, std::size_t i) {
+  if constexpr (kHalfA) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(p) + i)));
+  } else {
+    return _mm512_loadu_ps(static_cast<const float*>(p) + i);
+  }
+}
+
+template <bool kHalfA>
+__attribute__((target("avx512f"))) float ip_f16_avx512(const void* a, const std::uint16_t* b, std::size_t d) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 32 <= d; i += 32) {
+    s0 = _mm512_fmadd_ps(load16_512<kHalfA>(a, i), load16_512<true>(b, i), s0);
+    s1 = _mm512_fmadd_ps(load16_512<kHalfA>(a, i + 16), load16_512<true>(b, i + 16), s1);
+  }
+  for (; i + 16 <= d; i += 16) s0 = _mm512_fmadd_ps(load16_512<kHalfA>(a, i), load16_512<true>(b, i), s0);
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+  for (; i < d; ++i) {
+    const float x = kHalfA ? half_to_float(static_cast<const std::uint16_t*>(a)[i]) : static_cast<const float*>(a)[i];
+    sum += x * half_to_float(b[i]);
+  }
+  return sum;
+}
+
+template <bool kHalfA>
+__attribute__((target("avx2,fma,f16c"))) __m256 load8_256(const void* p, std::size_t i) {
+  if constexpr (kHalfA) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(p) + i)));
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  }
+}
+
+template <bool kHalfA>
+__attribute__((target("avx2,fma,f16c"))) float ip_f16_avx2(const void* a, const std::uint16_t* b, std::size_t d) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 16 <= d; i += 16) {
+    s0 = _mm256_fmadd_ps(load8_256<kHalfA>(a, i), load8_256<true>(b, i), s0);
+    s1 = _mm256_fmadd_ps(load8_256<kHalfA>(a, i + 8), load8_256<true>(b, i + 8), s1);
+  }
+  const __m256 s = _mm256_add_ps(s0, s1);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  float sum = 0.f;
+  for (float x : lanes) sum += x;
+  for (; i < d; ++i) {
+    const float x = kHalfA ? half_to_float(static_cast<const std::uint16_t*>(a)[i]) : static_cast<const float*>(a)[i];
+    sum += x * half_to_float(b[i]);
+  }
+  return sum;
+}
+
+template <bool kHalfA>
+float ip_f16_scalar(const void* a, const std::uint16_t* b, std::size_t d) {
+  float sum = 0.f;
+  for (std::size_t i = 0; i < d; ++i) {
+    const float x = kHalfA ? half_to_float(static_cast<const std::uint16_t*>(a)[i]) : static_cast<const float*>(a)[i];
+    sum += x * half_to_float(b[i]);
+  }
+  return sum;
+}
+
+using HalfFn = float (*)(const void*, const std::uint16_t*, std::size_t);
+
+template <bool kHalfA>
+HalfFn pick_half() {
+  __builtin_cpu_init();  // may run before libgcc's own constructor has
+  if (__builtin_cpu_supports("avx512f")) return ip_f16_avx512<kHalfA>;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return ip_f16_avx2<kHalfA>;
+  return ip_f16_scalar<kHalfA>;
+}
+
+float float_half(const void* a, const std::uint16_t* b, std::size_t d) {
+  static const HalfFn fn = pick_half<false>();
+  return fn(a, b, d);
+}
+float half_half(const void* a, const std::uint16_t* b, std::size_t d) {
+  static const HalfFn fn = pick_half<true>();
+  return fn(a, b, d);
+}
+
 class InnerProductComputer final : public faiss::FlatCodesDistanceComputer {
  public:
   explicit InnerProductComputer(const faiss::IndexFlat& storage)
@@ -56,12 +172,45 @@ class InnerProductComputer final : public faiss::FlatCodesDistanceComputer {
   const float* query_ = nullptr;
 };
 
+class HalfInnerProductComputer final : public faiss::FlatCodesDistanceComputer {
+ public:
+  explicit HalfInnerProductComputer(const faiss::IndexScalarQuantizer& storage)
+      : faiss::FlatCodesDistanceComputer(storage.codes.data(), storage.code_size),
+        base_(reinterpret_cast<const std::uint16_t*>(storage.codes.data())),
+        d_(static_cast<std::size_t>(storage.d)) {}
+
+  void set_query(const float* x) override { query_ = x; }
+  float distance_to_code(const std::uint8_t* code) override {
+    return float_half(query_, reinterpret_cast<const std::uint16_t*>(code), d_);
+  }
+  float symmetric_dis(idx_t i, idx_t j) override {
+    return half_half(base_ + static_cast<std::size_t>(i) * d_, base_ + static_cast<std::size_t>(j) * d_, d_);
+  }
+
+ private:
+  const std::uint16_t* base_;
+  std::size_t d_;
+  const float* query_ = nullptr;
+};
+
 }  // namespace
 
 faiss::FlatCodesDistanceComputer* FastFlatIP::get_FlatCodesDistanceComputer() const {
   return new InnerProductComputer(*this);
 }
 
+faiss::FlatCodesDistanceComputer* FastFp16IP::get_FlatCodesDistanceComputer() const {
+  return new HalfInnerProductComputer(*this);
+}
+
 float fast_inner_product(const float* a, const float* b, std::size_t d) { return inner_product(a, b, d); }
 
+float fast_inner_product_f16(const float* a, const std::uint16_t* b, std::size_t d) { return float_half(a, b, d); }
+
+float fast_inner_product_f16f16(const std::uint16_t* a, const std::uint16_t* b, std::size_t d) {
+  return half_half(a, b, d);
+}
+
 }  // namespace tidegate::cache
+
+#pragma GCC diagnostic pop

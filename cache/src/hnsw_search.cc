@@ -36,8 +36,8 @@ class VisitedEpochs final {
   std::uint16_t epoch_ = 0;
 };
 
-void prefetch_vector(const float* v, std::size_t bytes) {
-  const char* p = reinterpret_cast<const char*>(v);
+void prefetch_vector(const std::uint8_t* v, std::size_t bytes) {
+  const auto* p = reinterpret_cast<const char*>(v);
   for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
@@ -48,18 +48,13 @@ struct Worst {  // min-heap on score: the weakest kept result first
   bool operator()(const ScoredPosition& a, const ScoredPosition& b) const { return a.score > b.score; }
 };
 
-}  // namespace
-
-std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const float* query, std::size_t k,
-                                           std::size_t ef) {
+template <typename Score>
+std::vector<ScoredPosition> search(const faiss::IndexHNSW& index, const std::uint8_t* codes, std::size_t code_size,
+                                   std::size_t k, std::size_t ef, Score score) {
   const faiss::HNSW& g = index.hnsw;
   const auto n = static_cast<std::size_t>(index.ntotal);
-  if (n == 0 || k == 0 || g.entry_point < 0) return {};
   ef = std::max(ef, k);
-  const auto d = static_cast<std::size_t>(index.d);
-  const float* base = static_cast<const faiss::IndexFlat*>(index.storage)->get_xb();
-  const std::size_t bytes = d * sizeof(float);
-  auto score = [&](std::int64_t i) { return fast_inner_product(query, base + static_cast<std::size_t>(i) * d, d); };
+  auto at = [&](std::int64_t i) { return codes + static_cast<std::size_t>(i) * code_size; };
 
   // Greedy descent: on each upper level move to the best neighbour until none is better.
   std::int64_t cur = g.entry_point;
@@ -69,7 +64,7 @@ std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const 
       moved = false;
       std::size_t b = 0, e = 0;
       g.neighbor_range(cur, level, &b, &e);
-      for (std::size_t j = b; j < e && g.neighbors[j] >= 0; ++j) prefetch_vector(base + g.neighbors[j] * d, 128);
+      for (std::size_t j = b; j < e && g.neighbors[j] >= 0; ++j) prefetch_vector(at(g.neighbors[j]), 128);
       for (std::size_t j = b; j < e; ++j) {
         const std::int64_t v = g.neighbors[j];
         if (v < 0) break;
@@ -106,7 +101,7 @@ std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const 
     }
     // Requests for every new neighbour go out before the first is scored: their misses overlap
     // instead of queueing behind each other.
-    for (const auto v : fresh) prefetch_vector(base + v * d, bytes);
+    for (const auto v : fresh) prefetch_vector(at(v), code_size);
     for (const auto v : fresh) {
       const float s = score(v);
       if (results.size() < ef || s > results.top().score) {
@@ -123,6 +118,25 @@ std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const 
     results.pop();
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const float* query, std::size_t k,
+                                           std::size_t ef) {
+  const auto* storage = dynamic_cast<const faiss::IndexFlatCodes*>(index.storage);
+  if (storage == nullptr || index.ntotal == 0 || k == 0 || index.hnsw.entry_point < 0) return {};
+  const std::uint8_t* codes = storage->codes.data();
+  const auto d = static_cast<std::size_t>(index.d);
+  const std::size_t code_size = storage->code_size;
+  if (code_size == d * sizeof(std::uint16_t)) {
+    const auto* base = reinterpret_cast<const std::uint16_t*>(codes);
+    return search(index, codes, code_size, k, ef,
+                  [=](std::int64_t i) { return fast_inner_product_f16(query, base + static_cast<std::size_t>(i) * d, d); });
+  }
+  const auto* base = reinterpret_cast<const float*>(codes);
+  return search(index, codes, code_size, k, ef,
+                [=](std::int64_t i) { return fast_inner_product(query, base + static_cast<std::size_t>(i) * d, d); });
 }
 
 }  // namespace tidegate::cache

@@ -101,6 +101,7 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       {"cache:\n  index:\n    type: gpu-fast\n", "cache.index.type", 3},
       {"cache:\n  index: gpu\n", "cache.index", 2},
       {"cache:\n  embedder:\n    type: minilm\n    precision: int4\n", "cache.embedder.precision", 4},
+      {"cache:\n  index:\n    type: hnsw\n    storage: int8\n", "cache.index.storage", 4},
   };
   for (const auto& c : cases) {
     try {
@@ -111,6 +112,11 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
     }
   }
+}
+
+TEST(CacheConfig, IndexStorage) {
+  EXPECT_EQ(parse("cache: {enabled: true}\n")->index.storage, IndexConfig::Storage::kFp16);
+  EXPECT_EQ(parse("cache:\n  index: {type: hnsw, storage: fp32}\n")->index.storage, IndexConfig::Storage::kFp32);
 }
 
 TEST(CacheConfig, EncoderPrecision) {
