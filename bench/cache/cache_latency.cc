@@ -108,10 +108,7 @@ int main(int argc, char** argv) {
   std::size_t nq = 1000;
   std::size_t chunk = 50000;
   std::vector<std::size_t> ef_sweep;
-  IndexConfig icfg;
-  icfg.hnsw_m = 32;
-  icfg.ef_construction = 64;
-  icfg.ef_search = 64;
+  IndexConfig icfg;  // the cache's defaults unless overridden below
   std::string embedder_type = "minilm";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -184,7 +181,7 @@ int main(int argc, char** argv) {
 
     const auto q_near = near_queries(base, built, nq, 7);
     std::vector<std::int64_t> top_flat, top_hnsw;
-    const auto flat_stats = search_stats(flat, q_near, std::min<std::size_t>(nq, n >= 1000000 ? 200 : nq), &top_flat);
+    const auto flat_stats = search_stats(flat, q_near, std::min<std::size_t>(nq, n >= 1000000 ? 500 : nq), &top_flat);
     // The flat scan just evicted everything: warm up on other queries so that the first HNSW
     // configuration measured does not pay for the cold caches the later ones do not.
     const auto q_warm = near_queries(base, built, 200, 13);
