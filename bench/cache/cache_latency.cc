@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -19,6 +20,7 @@
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/faiss_index.h"
+#include "tidegate/cache/minilm.h"
 
 using namespace tidegate::cache;
 using Clock = std::chrono::steady_clock;
@@ -153,6 +155,44 @@ int main(int argc, char** argv) {
   out["embed"] = {{"embedder", embedder->name()}, {"n", embed_ms.size()}, {"p50_ms", pct(embed_ms, 0.5)},
                   {"p99_ms", pct(embed_ms, 0.99)}};
   std::cerr << "embed p50 " << pct(embed_ms, 0.5) << " ms\n";
+  {  // The short prompts above are 8-14 tokens; the target covers everything under 32.
+    const char* by_length[] = {
+        "Why is the sky blue?",
+        "What is the difference between TCP and UDP, and when should I use each one?",
+        "I am planning a two week trip to Japan in the spring; which cities should I visit first and why?",
+        "Can you explain how a hash map handles collisions, what open addressing is, and when chaining is the better "
+        "choice?"};
+    // Token counts from the model's own vocabulary, when run from the repository root.
+    std::optional<WordPieceTokenizer> tok;
+    try {
+      tok = WordPieceTokenizer::from_vocab_file(std::string(kDefaultMiniLMDir) + "/vocab.txt", {});
+    } catch (const std::exception&) {
+    }
+    boost::json::array lengths;
+    for (const char* p : by_length) {
+      std::vector<double> t;
+      for (int i = 0; i < 30; ++i) {
+        const auto t0 = Clock::now();
+        embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+        t.push_back(ms(Clock::now() - t0));
+      }
+      t.erase(t.begin(), t.begin() + 5);
+      boost::json::object row{{"prompt", p}, {"p50_ms", pct(t, 0.5)}, {"p99_ms", pct(t, 0.99)}};
+      if (tok) row["tokens"] = tok->encode(p, 256).size();
+      lengths.push_back(std::move(row));
+    }
+    out["embed_by_length"] = std::move(lengths);
+    if (tok) {
+      std::size_t lo = 1000, hi = 0;
+      for (const char* p : kPrompts) {
+        const auto n = tok->encode(p, 256).size();
+        lo = std::min(lo, n);
+        hi = std::max(hi, n);
+      }
+      out["embed"].as_object()["tokens_min"] = lo;
+      out["embed"].as_object()["tokens_max"] = hi;
+    }
+  }
 
   boost::json::array runs;
   for (const auto n : sizes) {

@@ -48,11 +48,22 @@ void run(benchmark::State& state, Embedder& embedder) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
+// The default precision (bf16 where the CPU has AVX512-BF16), then fp32 beside it.
 void BM_MiniLM(benchmark::State& state) {
   static auto embedder = tidegate::cache::make_minilm_embedder(model());
   run(state, *embedder);
 }
 BENCHMARK(BM_MiniLM)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MiniLM_fp32(benchmark::State& state) {
+  static auto embedder = [] {
+    tidegate::cache::MiniLMOptions options;
+    options.precision = tidegate::cache::MiniLMPrecision::kFp32;
+    return tidegate::cache::make_minilm_embedder(model(), options);
+  }();
+  run(state, *embedder);
+}
+BENCHMARK(BM_MiniLM_fp32)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Tokenize(benchmark::State& state) {
   const auto& tok = model()->tokenizer();

@@ -38,9 +38,9 @@ struct IndexConfig {
   Type type = Type::kHnsw;
   int hnsw_m = 32;
   int ef_construction = 64;
-  // 96: recall@1 0.975 against exact search at 1M entries, 0.48 ms p50 on one 2.6 GHz core
-  // (bench/RESULTS.md, "Semantic cache latency"); 64 gave 0.93.
-  int ef_search = 96;
+  // 128: recall@1 0.976 against exact search at 1M entries, search p50 0.66 ms on one 2.6 GHz
+  // core (bench/RESULTS.md, "Semantic cache latency"); 96 gave 0.954 (0.50 ms), too close to 0.95.
+  int ef_search = 128;
   // How HNSW keeps its vectors. fp16 halves memory and the bytes each distance reads (a search
   // over a million vectors waits on memory), at ~1e-4 error in scores; fp32 is exact. Flat
   // indexes are always fp32.
