@@ -254,10 +254,7 @@ void Session::run_filters(std::size_t index) {
   auto once = std::make_shared<std::atomic<bool>>(false);
   impl_->filters[index]->pre_forward(ctx_, [self = shared_from_this(), ex, index, once](std::optional<LocalReply> r) {
     if (once->exchange(true)) return;  // a second call is a filter bug; ignore it
-    // dispatch, not post: a filter that answers at once, on this session's thread (most do),
-    // continues here without a trip through the event queue; one that answers from another
-    // thread (the cache's worker pool) is still brought back to this one.
-    net::dispatch(ex, [self, index, r = std::move(r)] {
+    net::post(ex, [self, index, r = std::move(r)] {
       if (!r) return self->run_filters(index + 1);
       self->ctx_->local_reply = true;
       self->impl_->stats.local_reply(r->reason.empty() ? "filter" : r->reason);
