@@ -8,7 +8,14 @@
 namespace tidegate::app {
 namespace {
 
-constexpr std::size_t kMaxSamplesPerBucket = 4096;  // bounded memory under any load
+constexpr std::size_t kMaxSamplesPerBucket = 4096;  // per series and bucket
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 boost::json::value quantile(std::vector<double> v, double q) {
   if (v.empty()) return nullptr;
@@ -37,12 +44,22 @@ DashboardFeed::Bucket& DashboardFeed::bucket_at(double t) {
   return buckets_.back();
 }
 
+void DashboardFeed::offer(Reservoir& r, double v) {
+  ++r.seen;
+  if (r.values.size() < kMaxSamplesPerBucket) {
+    r.values.push_back(v);
+    return;
+  }
+  const auto j = splitmix64(rng_) % r.seen;  // keep v with probability capacity / seen
+  if (j < kMaxSamplesPerBucket) r.values[static_cast<std::size_t>(j)] = v;
+}
+
 void DashboardFeed::on_complete(const gateway::RequestContext& ctx) {
   const double t = unix_now();
   std::lock_guard lock(mu_);
   auto& b = bucket_at(t);
-  if (b.latency_s.size() < kMaxSamplesPerBucket) b.latency_s.push_back(ctx.timings.total_s);
-  if (ctx.timings.ttfb_s >= 0 && b.ttfb_s.size() < kMaxSamplesPerBucket) b.ttfb_s.push_back(ctx.timings.ttfb_s);
+  offer(b.latency_s, ctx.timings.total_s);
+  if (ctx.timings.ttfb_s >= 0) offer(b.ttfb_s, ctx.timings.ttfb_s);
 }
 
 void DashboardFeed::sample(double t, const std::map<std::string, double>& queue_depth,
@@ -71,9 +88,9 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
     const double t0 = static_cast<double>(i) * step_s_;
     const auto it = by_index.find(i);
     const Bucket* b = it == by_index.end() ? nullptr : it->second;
-    p50.push_back(boost::json::array{t0, b ? quantile(b->latency_s, 0.5) : boost::json::value()});
-    p99.push_back(boost::json::array{t0, b ? quantile(b->latency_s, 0.99) : boost::json::value()});
-    ttfb.push_back(boost::json::array{t0, b ? quantile(b->ttfb_s, 0.5) : boost::json::value()});
+    p50.push_back(boost::json::array{t0, b ? quantile(b->latency_s.values, 0.5) : boost::json::value()});
+    p99.push_back(boost::json::array{t0, b ? quantile(b->latency_s.values, 0.99) : boost::json::value()});
+    ttfb.push_back(boost::json::array{t0, b ? quantile(b->ttfb_s.values, 0.5) : boost::json::value()});
     for (const auto& model : models) {
       boost::json::value depth = nullptr;
       if (b)

@@ -4,6 +4,7 @@
 // The cost library supplies the money series; the data endpoint merges both.
 #include <boost/json.hpp>
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -26,19 +27,27 @@ class DashboardFeed final : public gateway::RequestFilter {
   void add_series(double t, boost::json::object& series);
 
  private:
+  // A uniform sample of a bucket's values (Vitter's algorithm R): bounded memory under any load,
+  // and percentiles of the whole bucket, not of its first few thousand requests.
+  struct Reservoir {
+    std::vector<double> values;
+    std::uint64_t seen = 0;
+  };
   struct Bucket {
     double t0 = 0;
-    std::vector<double> latency_s;
-    std::vector<double> ttfb_s;
+    Reservoir latency_s;
+    Reservoir ttfb_s;
     std::map<std::string, double> queue_depth;
     std::map<std::string, std::pair<int, int>> desired_active;
   };
   Bucket& bucket_at(double t);  // mu_ held
+  void offer(Reservoir& r, double v);  // mu_ held
 
   const double step_s_;
   const std::size_t points_;
   std::mutex mu_;
   std::deque<Bucket> buckets_;
+  std::uint64_t rng_ = 0x9E3779B97F4A7C15ull;  // splitmix64 state, under mu_
 };
 
 double unix_now();
