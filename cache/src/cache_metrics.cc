@@ -40,7 +40,7 @@ CacheMetrics::CacheMetrics(prometheus::Registry& r)
                          .Add({})),
       lookups_(BuildCounter()
                    .Name("tidegate_cache_lookups_total")
-                   .Help("Cache decisions per request, by result and reason")
+                   .Help("Cache decisions per request, by result, reason and model")
                    .Register(r)),
       evictions_(BuildCounter().Name("tidegate_cache_evictions_total").Help("Entries removed, by reason").Register(r)),
       persist_errors_(BuildCounter()
@@ -48,13 +48,14 @@ CacheMetrics::CacheMetrics(prometheus::Registry& r)
                           .Help("Failed writes to the cache data directory")
                           .Register(r)) {}
 
-void CacheMetrics::lookup(CacheStatus status, const std::string& reason) {
-  const auto key = std::string(to_string(status)) + "|" + reason;
+void CacheMetrics::lookup(CacheStatus status, const std::string& reason, const std::string& model) {
+  const auto key = std::string(to_string(status)) + "|" + reason + "|" + model;
   prometheus::Counter* c;
   {
     std::lock_guard lock(mu_);
     auto& slot = lookup_cache_[key];
-    if (!slot) slot = &lookups_.Add({{"result", std::string(to_string(status))}, {"reason", reason}});
+    if (!slot)
+      slot = &lookups_.Add({{"result", std::string(to_string(status))}, {"reason", reason}, {"model", model}});
     c = slot;
   }
   c->Increment();

@@ -19,7 +19,7 @@ class CacheMetrics final {
  public:
   explicit CacheMetrics(prometheus::Registry& registry);
 
-  void lookup(CacheStatus status, const std::string& reason);
+  void lookup(CacheStatus status, const std::string& reason, const std::string& model);
   void evicted(std::string_view reason);
   void persist_error(std::string_view op);
 

@@ -45,11 +45,12 @@ std::optional<std::vector<float>> RecentVectors::get(const std::string& key) {
 
 struct SemanticCacheImpl::LookupState {
   std::function<void(LookupResult)> done;
+  std::string model;  // the metric's label
   std::atomic<bool> fired{false};
   // Returns false when the answer was already given (by the worker or the deadline watch).
   bool fire(LookupResult r, CacheMetrics& metrics) {
     if (fired.exchange(true)) return false;
-    metrics.lookup(r.status, r.reason);
+    metrics.lookup(r.status, r.reason, model);
     done(std::move(r));
     return true;
   }
@@ -114,7 +115,7 @@ CachePlan SemanticCacheImpl::plan(const RequestView& request) const {
   // Requests that never reach lookup() are counted here, once per request.
   if (!p.read) {
     if (p.status_without_hit == CacheStatus::kBypass) ++bypasses_;
-    metrics_.lookup(p.status_without_hit, p.reason);
+    metrics_.lookup(p.status_without_hit, p.reason, p.model);
   }
   return p;
 }
@@ -123,6 +124,7 @@ void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline
                                std::function<void(LookupResult)> done) {
   auto state = std::make_shared<LookupState>();
   state->done = std::move(done);
+  state->model = plan.model;
   if (!plan.read) return fail(state, "not-readable");
   if (stopped_) return fail(state, "shutdown");
   deadline = std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -224,13 +226,13 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
   if (hit) {
     store_.touch(match->entry.id, now_ms);
     ++hits_;
-    metrics_.lookup(CacheStatus::kHit, "");
+    metrics_.lookup(CacheStatus::kHit, "", state->model);
     metrics_.hit_similarity.Observe(match->similarity);
     metrics_.prompt_tokens_saved.Increment(static_cast<double>(r.answer.prompt_tokens));
     metrics_.completion_tokens_saved.Increment(static_cast<double>(r.answer.completion_tokens));
   } else {
     ++misses_;
-    metrics_.lookup(CacheStatus::kMiss, "");
+    metrics_.lookup(CacheStatus::kMiss, "", state->model);
   }
   state->done(std::move(r));
 }

@@ -30,6 +30,7 @@ TEST(SemanticCache, MissThenHitThenParaphraseAndUnrelated) {
   EXPECT_EQ(h.lookup(h.plan(chat_body("Tell me a joke about cats"))).status, CacheStatus::kMiss);
   EXPECT_EQ(h.counter("tidegate_cache_lookups_total", "result=hit"), 1);
   EXPECT_EQ(h.counter("tidegate_cache_lookups_total", "result=miss"), 2);
+  EXPECT_EQ(h.counter("tidegate_cache_lookups_total", "model=m"), 3);  // hit rate per model on dashboards
   EXPECT_EQ(h.counter("tidegate_cache_tokens_saved_total", "kind=completion"), 20);
 }
 
