@@ -45,7 +45,7 @@ FaissVectorIndex::~FaissVectorIndex() = default;
 
 std::unique_ptr<faiss::Index> FaissVectorIndex::build(IndexConfig::Type type) const {
   if (type == IndexConfig::Type::kFlat)
-    return std::make_unique<faiss::IndexFlatIP>(static_cast<faiss::Index::idx_t>(dim_));
+    return std::make_unique<FastFlatIP>(static_cast<faiss::Index::idx_t>(dim_));
   // IndexHNSWFlat (or IndexHNSWSQ fp16) with a storage whose inner product uses the host's
   // vector unit (see fast_flat_ip.h).
   const auto d = static_cast<faiss::Index::idx_t>(dim_);

@@ -9,7 +9,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 namespace tidegate::cache {
 namespace {
@@ -201,6 +204,39 @@ faiss::FlatCodesDistanceComputer* FastFlatIP::get_FlatCodesDistanceComputer() co
 
 faiss::FlatCodesDistanceComputer* FastFp16IP::get_FlatCodesDistanceComputer() const {
   return new HalfInnerProductComputer(*this);
+}
+
+void FastFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
+                        const faiss::SearchParameters* params) const {
+  if (n >= 20 || params != nullptr || k <= 0) return faiss::IndexFlatIP::search(n, x, k, distances, labels, params);
+  const auto dim = static_cast<std::size_t>(d);
+  const float* base = get_xb();
+  const auto kk = static_cast<std::size_t>(k);
+  // Per query, a min-heap of the best k so far: the weakest kept result on top.
+  std::vector<std::pair<float, idx_t>> heap;
+  heap.reserve(kk);
+  auto weaker = [](const std::pair<float, idx_t>& a, const std::pair<float, idx_t>& b) { return a.first > b.first; };
+  for (idx_t q = 0; q < n; ++q) {
+    const float* query = x + static_cast<std::size_t>(q) * dim;
+    heap.clear();
+    for (idx_t i = 0; i < ntotal; ++i) {
+      const float s = inner_product(query, base + static_cast<std::size_t>(i) * dim, dim);
+      if (heap.size() < kk) {
+        heap.emplace_back(s, i);
+        std::push_heap(heap.begin(), heap.end(), weaker);
+      } else if (s > heap.front().first) {
+        std::pop_heap(heap.begin(), heap.end(), weaker);
+        heap.back() = {s, i};
+        std::push_heap(heap.begin(), heap.end(), weaker);
+      }
+    }
+    std::sort_heap(heap.begin(), heap.end(), weaker);  // best first
+    for (std::size_t j = 0; j < kk; ++j) {
+      const bool have = j < heap.size();
+      distances[static_cast<std::size_t>(q) * kk + j] = have ? heap[j].first : -std::numeric_limits<float>::infinity();
+      labels[static_cast<std::size_t>(q) * kk + j] = have ? heap[j].second : -1;
+    }
+  }
 }
 
 float fast_inner_product(const float* a, const float* b, std::size_t d) { return inner_product(a, b, d); }

@@ -4,7 +4,7 @@
 // FMA and its fp16 decoding is scalar, and HNSW spends most of its search and construction
 // time there. These compute the same inner products with AVX-512 or AVX2 (+F16C) where
 // available, chosen at run time; the graph, the codecs and the code layout are FAISS's own.
-//   FastFlatIP:  fp32 vectors (IndexFlatIP), exact scores.
+//   FastFlatIP:  fp32 vectors (IndexFlatIP), exact scores; also the cache's flat index.
 //   FastFp16IP:  vectors stored as IEEE fp16 (IndexScalarQuantizer QT_fp16): half the memory
 //                and half the bytes per distance, which is what a search over a million
 //                vectors waits on; scores are off by ~1e-4 (stored values rounded to 11 bits).
@@ -19,6 +19,10 @@ class FastFlatIP final : public faiss::IndexFlatIP {
  public:
   explicit FastFlatIP(faiss::Index::idx_t d) : faiss::IndexFlatIP(d) {}
   faiss::FlatCodesDistanceComputer* get_FlatCodesDistanceComputer() const override;
+  // Few queries: an exact scan with the kernels above (FAISS's is SSE for fewer than 20
+  // queries). Larger batches keep FAISS's sgemm path, which OpenBLAS already vectorises.
+  void search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
+              const faiss::SearchParameters* params = nullptr) const override;
 };
 
 class FastFp16IP final : public faiss::IndexScalarQuantizer {

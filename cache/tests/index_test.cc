@@ -151,6 +151,34 @@ TEST_P(HnswStorage, PrefetchingSearchAgreesWithFaissSearch) {
 INSTANTIATE_TEST_SUITE_P(Index, HnswStorage,
                          ::testing::Values(IndexConfig::Storage::kFp16, IndexConfig::Storage::kFp32));
 
+TEST(Index, FlatScanMatchesFaissFlatSearch) {
+  constexpr std::size_t kDim = 384, kN = 3000, kK = 7;
+  const auto v = random_unit(kN, kDim, 31), q = random_unit(30, kDim, 32);
+  FastFlatIP ours(kDim);
+  faiss::IndexFlatIP theirs(kDim);
+  ours.add(kN, v.data());
+  theirs.add(kN, v.data());
+  for (const faiss::Index::idx_t nq : {1, 3, 25}) {  // 25 takes FAISS's own sgemm path in both
+    std::vector<float> d1(nq * kK), d2(nq * kK);
+    std::vector<faiss::Index::idx_t> l1(nq * kK), l2(nq * kK);
+    ours.search(nq, q.data(), kK, d1.data(), l1.data());
+    theirs.search(nq, q.data(), kK, d2.data(), l2.data());
+    for (std::size_t i = 0; i < l1.size(); ++i) {
+      EXPECT_EQ(l1[i], l2[i]) << "nq=" << nq << " i=" << i;
+      EXPECT_NEAR(d1[i], d2[i], 1e-5);
+    }
+  }
+  // Fewer entries than k: the rest is padded with -1.
+  FastFlatIP small(kDim);
+  small.add(2, v.data());
+  std::vector<float> d(kK);
+  std::vector<faiss::Index::idx_t> l(kK);
+  small.search(1, v.data(), kK, d.data(), l.data());
+  EXPECT_EQ(l[0], 0);
+  EXPECT_EQ(l[1], 1);
+  for (std::size_t j = 2; j < kK; ++j) EXPECT_EQ(l[j], -1);
+}
+
 TEST(Index, InnerProductKernelsMatchPlainLoop) {
   for (const std::size_t d : {1u, 7u, 15u, 16u, 17u, 31u, 33u, 63u, 64u, 65u, 384u, 385u}) {
     const auto a = random_unit(1, d, 7), b = random_unit(1, d, 8);
