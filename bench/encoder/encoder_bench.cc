@@ -65,6 +65,17 @@ void BM_MiniLM_fp32(benchmark::State& state) {
 }
 BENCHMARK(BM_MiniLM_fp32)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The default precision with one call's layers split over two threads (intra_op_threads: 2).
+void BM_MiniLM_2threads(benchmark::State& state) {
+  static auto embedder = [] {
+    tidegate::cache::MiniLMOptions options;
+    options.intra_op_threads = 2;
+    return tidegate::cache::make_minilm_embedder(model(), options);
+  }();
+  run(state, *embedder);
+}
+BENCHMARK(BM_MiniLM_2threads)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_Tokenize(benchmark::State& state) {
   const auto& tok = model()->tokenizer();
   for (auto _ : state) {

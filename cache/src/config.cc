@@ -33,7 +33,8 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
   } else {
     if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
     yaml_reject_unknown(node, path,
-                        {"type", "device", "precision", "model_dir", "url", "model", "api_key_env", "timeout", "threads", "max_batch",
+                        {"type", "device", "precision", "model_dir", "url", "model", "api_key_env", "timeout", "threads",
+                         "intra_op_threads", "max_batch",
                          "dim"});
     e.type = yaml_string(node, "type", path, e.type);
     const auto device = yaml_string(node, "device", path, std::string("auto"));
@@ -66,6 +67,7 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
     e.api_key_env = yaml_string(node, "api_key_env", path, e.api_key_env);
     e.timeout_s = yaml_seconds(node, "timeout", path, e.timeout_s);
     e.threads = static_cast<int>(yaml_int(node, "threads", path, e.threads, 1, 64));
+    e.intra_op_threads = static_cast<int>(yaml_int(node, "intra_op_threads", path, e.intra_op_threads, 1, 64));
     e.max_batch = static_cast<int>(yaml_int(node, "max_batch", path, e.max_batch, 1, 4096));
     e.dim = static_cast<int>(yaml_int(node, "dim", path, e.dim, 8, 4096));
   }

@@ -87,6 +87,7 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
     if (auto gpu = make_gpu_minilm(config, model_dir)) return gpu;
     MiniLMOptions options;
     options.blas_threads = 1;  // parallelism comes from the cache's worker pool
+    options.intra_op_threads = config.intra_op_threads;
     options.precision = config.precision == EmbedderConfig::Precision::kFp32   ? MiniLMPrecision::kFp32
                         : config.precision == EmbedderConfig::Precision::kBf16 ? MiniLMPrecision::kBf16
                                                                                : MiniLMPrecision::kAuto;

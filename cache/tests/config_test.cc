@@ -102,6 +102,7 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       {"cache:\n  index: gpu\n", "cache.index", 2},
       {"cache:\n  embedder:\n    type: minilm\n    precision: int4\n", "cache.embedder.precision", 4},
       {"cache:\n  index:\n    type: hnsw\n    storage: int8\n", "cache.index.storage", 4},
+      {"cache:\n  embedder:\n    type: minilm\n    intra_op_threads: 0\n", "cache.embedder.intra_op_threads", 4},
   };
   for (const auto& c : cases) {
     try {
@@ -117,6 +118,11 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
 TEST(CacheConfig, IndexStorage) {
   EXPECT_EQ(parse("cache: {enabled: true}\n")->index.storage, IndexConfig::Storage::kFp16);
   EXPECT_EQ(parse("cache:\n  index: {type: hnsw, storage: fp32}\n")->index.storage, IndexConfig::Storage::kFp32);
+}
+
+TEST(CacheConfig, IntraOpThreads) {
+  EXPECT_EQ(parse("cache: {enabled: true}\n")->embedder.intra_op_threads, 1);
+  EXPECT_EQ(parse("cache:\n  embedder: {type: minilm, intra_op_threads: 2}\n")->embedder.intra_op_threads, 2);
 }
 
 TEST(CacheConfig, EncoderPrecision) {

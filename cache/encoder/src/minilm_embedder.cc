@@ -3,6 +3,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "intra_op.h"
 #include "minilm_internal.h"
 
 namespace tidegate::cache {
@@ -11,9 +12,10 @@ namespace {
 class MiniLMEmbedder final : public Embedder {
  public:
   MiniLMEmbedder(std::shared_ptr<const MiniLMModel> model, DenseMath math, std::size_t max_seq,
-                 std::size_t max_pass_tokens)
+                 std::size_t max_pass_tokens, std::size_t intra_op_threads)
       : model_(std::move(model)), packed_(pack_minilm(model_->weights(), math)), max_seq_(max_seq),
-        max_pass_tokens_(max_pass_tokens) {}
+        max_pass_tokens_(max_pass_tokens),
+        pool_(intra_op_threads > 1 ? std::make_unique<IntraOpPool>(intra_op_threads - 1) : nullptr) {}
 
   std::size_t dim() const override { return model_->weights().config.hidden; }
   std::string name() const override { return "minilm"; }
@@ -31,7 +33,7 @@ class MiniLMEmbedder final : public Embedder {
     std::vector<std::vector<std::int32_t>> ids;
     std::size_t tokens = 0;
     auto run = [&] {
-      const auto part = minilm_forward_checked(model_->weights(), &packed_, ids, check);
+      const auto part = minilm_forward_checked(model_->weights(), &packed_, ids, check, pool_.get());
       out.insert(out.end(), part.begin(), part.end());
       ids.clear();
       tokens = 0;
@@ -51,6 +53,7 @@ class MiniLMEmbedder final : public Embedder {
   const std::vector<PackedMiniLMLayer> packed_;  // ~43 MB for MiniLM-L6; read-only, shared by all calls
   std::size_t max_seq_;
   std::size_t max_pass_tokens_;
+  std::unique_ptr<IntraOpPool> pool_;  // null: every call runs on its own thread only
 };
 
 }  // namespace
@@ -69,7 +72,9 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
   if (options.precision == MiniLMPrecision::kBf16 && !cpu_has_bf16_dot())
     throw std::invalid_argument("minilm: precision bf16 needs a CPU with AVX512-BF16; use auto or fp32");
   if (options.precision != MiniLMPrecision::kFp32 && cpu_has_bf16_dot()) math = DenseMath::kBf16;
-  return std::make_unique<MiniLMEmbedder>(std::move(model), math, max_seq, options.max_pass_tokens);
+  if (options.intra_op_threads < 1) throw std::invalid_argument("minilm: intra_op_threads must be at least 1");
+  return std::make_unique<MiniLMEmbedder>(std::move(model), math, max_seq, options.max_pass_tokens,
+                                          static_cast<std::size_t>(options.intra_op_threads));
 }
 
 bool minilm_bf16_supported() { return cpu_has_bf16_dot(); }

@@ -34,11 +34,11 @@ void layer_norm(float* x, std::size_t rows, std::size_t dim, const float* gamma,
 
 // out[rows, n] = in[rows, k] * W[n, k]^T + b (bias is written first, then accumulated into).
 void linear(const float* in, std::size_t rows, std::size_t k, const float* w, const float* b, std::size_t n, float* out,
-            const PackedLinear* packed) {
+            const PackedLinear* packed, IntraOpPool* pool) {
   // Measured on MiniLM-L6: the packed kernel beats sgemm from 1 to 400+ tokens, because
   // sgemm repacks the weights every call; sgemm stays for callers without packed weights.
   if (packed != nullptr) {
-    packed->apply(in, rows, b, out);
+    packed->apply(in, rows, b, out, pool);
     return;
   }
   for (std::size_t r = 0; r < rows; ++r) std::copy(b, b + n, out + r * n);
@@ -134,7 +134,7 @@ std::vector<float> minilm_forward(const MiniLMWeights& w, const std::vector<std:
 
 std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
                                           const std::vector<std::vector<std::int32_t>>& ids,
-                                          const std::function<void()>& checkpoint) {
+                                          const std::function<void()>& checkpoint, IntraOpPool* pool) {
   const MiniLMConfig& c = w.config;
   const std::size_t H = c.hidden, I = c.intermediate, heads = c.heads, dh = H / heads;
   std::vector<std::size_t> offsets(ids.size() + 1, 0);
@@ -175,7 +175,7 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
     const MiniLMLayerWeights& lw = w.layers[l];
     const PackedMiniLMLayer* pl = packed ? &(*packed)[l] : nullptr;
     if (checkpoint) checkpoint();
-    linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv, pl ? &pl->qkv : nullptr);
+    linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv, pl ? &pl->qkv : nullptr, pool);
     for (std::size_t b = 0; b < ids.size(); ++b) {
       const std::size_t n = offsets[b + 1] - offsets[b];
       const float* base = qkv + offsets[b] * 3 * H;
@@ -184,13 +184,13 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
                ctx + offsets[b] * H + h * dh, H);
       }
     }
-    linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp, pl ? &pl->attn_out : nullptr);
+    linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp, pl ? &pl->attn_out : nullptr, pool);
     for (std::size_t i = 0; i < T * H; ++i) x[i] += tmp[i];
     layer_norm(x, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
 
-    linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr);
+    linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr, pool);
     gelu_inplace(tmp, T * I);
-    linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr);
+    linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr, pool);
     for (std::size_t i = 0; i < T * H; ++i) x[i] += ctx[i];
     layer_norm(x, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
   }

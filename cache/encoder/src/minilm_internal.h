@@ -17,9 +17,10 @@ std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w, DenseMath mat
 
 // minilm_forward with packed weights (null: OpenBLAS sgemm for every dense layer) and a hook called before each
 // layer (the embedder checks its deadline there).
+// `pool` (optional) splits the packed dense layers across its threads.
 std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
                                           const std::vector<std::vector<std::int32_t>>& ids,
-                                          const std::function<void()>& checkpoint);
+                                          const std::function<void()>& checkpoint, IntraOpPool* pool = nullptr);
 
 // Scales v to unit length; an all-zero vector stays zero and the result is false.
 bool l2_normalize(float* v, std::size_t dim);

@@ -1,5 +1,7 @@
 #include "packed_linear.h"
 
+#include "intra_op.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -90,6 +92,16 @@ constexpr auto make_bf16_tiles(std::index_sequence<M...>) {
 constexpr auto kTilesBf16One = make_bf16_tiles<1>(std::make_index_sequence<kRowsBf16 + 1>{});
 constexpr auto kTilesBf16Two = make_bf16_tiles<2>(std::make_index_sequence<kRowsBf16 + 1>{});
 
+// Runs body(first, last) over [0, units), split across the pool's threads when the product is
+// big enough to pay for the hand-off (about 10 microseconds of work).
+template <typename Body>
+void split_units(IntraOpPool* pool, std::size_t units, std::size_t macs, const Body& body) {
+  constexpr std::size_t kMinMacsToSplit = std::size_t{1} << 20;
+  if (pool == nullptr || macs < kMinMacsToSplit || units < 2) return body(0, units);
+  const std::size_t parts = std::min(units, pool->threads());
+  pool->run(parts, [&](std::size_t part) { body(units * part / parts, units * (part + 1) / parts); });
+}
+
 }  // namespace
 
 bool cpu_has_bf16_dot() {
@@ -122,26 +134,29 @@ PackedLinear::PackedLinear(const float* w, std::size_t out, std::size_t in, Dens
   }
 }
 
-void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, float* y) const {
+void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, float* y, IntraOpPool* pool) const {
   if (math_ == DenseMath::kBf16) {
-    apply_bf16(x, rows, bias, y);
+    apply_bf16(x, rows, bias, y, pool);
     return;
   }
   const std::size_t panels = (out_ + kPanel - 1) / kPanel;
   // Panel-outer: each panel (in * 64 bytes) is read from memory once and stays in L1/L2 while
   // every row block uses it.
-  for (std::size_t p = 0; p < panels; ++p) {
-    const float* panel = panels_.data() + p * in_ * kPanel;
-    const std::size_t col = p * kPanel;
-    const std::size_t width = std::min(kPanel, out_ - col);
-    for (std::size_t r = 0; r < rows; r += kRows) {
-      const std::size_t m = std::min(kRows, rows - r);
-      kTiles[m](x + r * in_, in_, panel, in_, bias + col, width, y + r * out_ + col, out_);
+  split_units(pool, panels, rows * in_ * out_, [&](std::size_t first, std::size_t last) {
+    for (std::size_t p = first; p < last; ++p) {
+      const float* panel = panels_.data() + p * in_ * kPanel;
+      const std::size_t col = p * kPanel;
+      const std::size_t width = std::min(kPanel, out_ - col);
+      for (std::size_t r = 0; r < rows; r += kRows) {
+        const std::size_t m = std::min(kRows, rows - r);
+        kTiles[m](x + r * in_, in_, panel, in_, bias + col, width, y + r * out_ + col, out_);
+      }
     }
-  }
+  });
 }
 
-void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bias, float* y) const {
+void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bias, float* y,
+                              IntraOpPool* pool) const {
   const std::size_t pairs = (in_ + 1) / 2;
   std::vector<std::uint32_t> xp(rows * pairs);
   for (std::size_t r = 0; r < rows; ++r) {
@@ -157,19 +172,22 @@ void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bia
   // over the panel for few multiply-adds.
   const std::size_t tiles = (rows + kRowsBf16 - 1) / kRowsBf16;
   const std::size_t panels = (out_ + kPanel - 1) / kPanel;
-  for (std::size_t p = 0; p < panels; p += 2) {
-    const bool two = p + 1 < panels;
-    const std::uint16_t* panel = bf16_.data() + p * pairs * kPanel * 2;
-    const std::size_t col = p * kPanel;
-    const std::size_t width = std::min((two ? 2 : 1) * kPanel, out_ - col);
-    const auto& kernels = two ? kTilesBf16Two : kTilesBf16One;
-    std::size_t r = 0;
-    for (std::size_t t = 0; t < tiles; ++t) {
-      const std::size_t m = (rows - r + (tiles - t) - 1) / (tiles - t);
-      kernels[m](xp.data() + r * pairs, pairs, panel, pairs, bias + col, width, y + r * out_ + col, out_);
-      r += m;
+  const std::size_t pairs_of_panels = (panels + 1) / 2;
+  split_units(pool, pairs_of_panels, rows * in_ * out_, [&](std::size_t first, std::size_t last) {
+    for (std::size_t p = 2 * first; p < std::min(panels, 2 * last); p += 2) {
+      const bool two = p + 1 < panels;
+      const std::uint16_t* panel = bf16_.data() + p * pairs * kPanel * 2;
+      const std::size_t col = p * kPanel;
+      const std::size_t width = std::min((two ? 2 : 1) * kPanel, out_ - col);
+      const auto& kernels = two ? kTilesBf16Two : kTilesBf16One;
+      std::size_t r = 0;
+      for (std::size_t t = 0; t < tiles; ++t) {
+        const std::size_t m = (rows - r + (tiles - t) - 1) / (tiles - t);
+        kernels[m](xp.data() + r * pairs, pairs, panel, pairs, bias + col, width, y + r * out_ + col, out_);
+        r += m;
+      }
     }
-  }
+  });
 }
 
 }  // namespace tidegate::cache

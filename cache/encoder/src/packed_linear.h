@@ -15,6 +15,8 @@
 
 namespace tidegate::cache {
 
+class IntraOpPool;
+
 enum class DenseMath { kFp32, kBf16 };
 
 // True when this CPU can run DenseMath::kBf16.
@@ -28,15 +30,16 @@ class PackedLinear final {
   // math() says which one was taken.
   PackedLinear(const float* w, std::size_t out, std::size_t in, DenseMath math = DenseMath::kFp32);
 
-  // y[rows, out] = x[rows, in] * W^T + bias.
-  void apply(const float* x, std::size_t rows, const float* bias, float* y) const;
+  // y[rows, out] = x[rows, in] * W^T + bias. With a pool, large products are split by
+  // output panels across its threads (each panel is computed exactly as without one).
+  void apply(const float* x, std::size_t rows, const float* bias, float* y, IntraOpPool* pool = nullptr) const;
 
   std::size_t out() const { return out_; }
   std::size_t in() const { return in_; }
   DenseMath math() const { return math_; }
 
  private:
-  void apply_bf16(const float* x, std::size_t rows, const float* bias, float* y) const;
+  void apply_bf16(const float* x, std::size_t rows, const float* bias, float* y, IntraOpPool* pool) const;
 
   std::size_t out_, in_;
   DenseMath math_;

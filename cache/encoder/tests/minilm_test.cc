@@ -134,6 +134,31 @@ TEST_F(MiniLM, PackedKernelsAgreeWithOpenBlasPath) {
   }
 }
 
+TEST_F(MiniLM, IntraOpThreadsGiveTheSameVectors) {
+  // Panels are split across threads, each computed exactly as on one thread: equal, not close.
+  const auto texts = reference_texts();
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  for (const auto precision : {MiniLMPrecision::kAuto, MiniLMPrecision::kFp32}) {
+    MiniLMOptions one, three;
+    one.precision = three.precision = precision;
+    three.intra_op_threads = 3;
+    const auto a = make_minilm_embedder(model_, one)->embed(texts, deadline);
+    auto split = make_minilm_embedder(model_, three);
+    EXPECT_EQ(split->embed(texts, deadline), a);
+    // Callers racing for the helpers: the one that gets them and the ones that run alone agree.
+    std::vector<std::vector<float>> results(3);
+    std::vector<std::thread> threads;
+    const std::vector<std::string> head(texts.begin(), texts.begin() + 4);
+    for (std::size_t t = 0; t < results.size(); ++t)
+      threads.emplace_back([&, t] { results[t] = split->embed(head, deadline); });
+    for (auto& th : threads) th.join();
+    for (const auto& r : results) EXPECT_EQ(r, std::vector<float>(a.begin(), a.begin() + 4 * 384));
+  }
+  MiniLMOptions bad;
+  bad.intra_op_threads = 0;
+  EXPECT_THROW(make_minilm_embedder(model_, bad), std::invalid_argument);
+}
+
 TEST_F(MiniLM, RowsAreUnitLength) {
   auto embedder = make_minilm_embedder(model_);
   const auto v = embedder->embed({"a", std::string(5000, '?'), "\xff\xfe"}, Clock::now() + std::chrono::minutes(1));

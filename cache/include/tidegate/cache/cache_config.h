@@ -26,7 +26,8 @@ struct EmbedderConfig {
   std::string model;            // openai: model name sent in the request
   std::string api_key_env;      // openai: name of the environment variable holding the key
   double timeout_s = 2.0;       // per embed call
-  int threads = 1;              // encoder threads (minilm)
+  int threads = 1;              // encoder threads (minilm): calls that run at once
+  int intra_op_threads = 1;     // minilm: threads one call may use (MiniLMOptions::intra_op_threads)
   int max_batch = 32;           // texts per encoder call
   int dim = 384;                // hash: output dimension
 };
