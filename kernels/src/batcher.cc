@@ -1,5 +1,6 @@
 #include "batcher.h"
 
+#include <exception>
 #include <stdexcept>
 
 namespace tidegate::kernels::detail {
@@ -70,21 +71,30 @@ void MicroBatcher::loop() {
 
 void MicroBatcher::run_batch(std::vector<std::shared_ptr<Request>>& batch) {
   const auto now = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<Request>> live;
-  std::uint64_t expired = 0;
+  std::vector<std::shared_ptr<Request>> live, late;
   for (auto& req : batch) {
     if (req->deadline <= now) {
-      ++expired;
-      req->done.set_exception(std::make_exception_ptr(std::runtime_error("gpu encoder: deadline passed while queued")));
+      late.push_back(std::move(req));
     } else {
       live.push_back(std::move(req));
     }
+  }
+  // Every count is made before the callers it covers are answered, so a caller that reads
+  // stats() afterwards sees its own request in them.
+  if (!late.empty()) {
+    {
+      std::lock_guard lock(mu_);
+      stats_.expired += late.size();
+    }
+    for (auto& req : late)
+      req->done.set_exception(std::make_exception_ptr(std::runtime_error("gpu encoder: deadline passed while queued")));
   }
   std::vector<const TokenIds*> all;
   for (const auto& req : live)
     for (const auto& s : req->seqs) all.push_back(&s);
   std::vector<float> rows;
   std::uint64_t batches = 0;
+  std::exception_ptr failure;
   try {
     rows.reserve(all.size() * dim_);
     for (std::size_t begin = 0; begin < all.size(); begin += max_batch_) {
@@ -97,8 +107,16 @@ void MicroBatcher::run_batch(std::vector<std::shared_ptr<Request>>& batch) {
       ++batches;
     }
   } catch (...) {
-    for (auto& req : live) req->done.set_exception(std::current_exception());
-    live.clear();
+    failure = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mu_);
+    stats_.batches += batches;
+    stats_.sequences += all.size();
+  }
+  if (failure) {
+    for (auto& req : live) req->done.set_exception(failure);
+    return;
   }
   std::size_t offset = 0;
   for (auto& req : live) {
@@ -107,10 +125,6 @@ void MicroBatcher::run_batch(std::vector<std::shared_ptr<Request>>& batch) {
                                            rows.begin() + static_cast<std::ptrdiff_t>(offset + n)));
     offset += n;
   }
-  std::lock_guard lock(mu_);
-  stats_.batches += batches;
-  stats_.sequences += all.size();
-  stats_.expired += expired;
 }
 
 }  // namespace tidegate::kernels::detail
