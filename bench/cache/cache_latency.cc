@@ -250,6 +250,11 @@ int main(int argc, char** argv) {
     run["recall_queries"] = top_flat.size();
     boost::json::array sweep;
     for (const auto ef : ef_sweep) {
+      if (ef < static_cast<std::size_t>(icfg.ef_search)) {  // the index would search at ef_search
+        std::cerr << "ef-sweep: skipping " << ef << ", below the index's ef_search " << icfg.ef_search
+                  << " (rerun with --ef-search " << ef << ")\n";
+        continue;
+      }
       std::vector<std::int64_t> top;
       auto stats = search_stats(hnsw, q_near, top_flat.size(), &top, ef);
       std::size_t agree = 0;

@@ -13,14 +13,7 @@ ContextConfig parse_context(const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping {mode, turns}");
   yaml_reject_unknown(node, path, {"mode", "turns"});
   ContextConfig c;
-  const auto mode = yaml_string(node, "mode", path, std::string("scope"));
-  if (mode == "scope") {
-    c.mode = ContextConfig::Mode::kScope;
-  } else if (mode == "window") {
-    c.mode = ContextConfig::Mode::kWindow;
-  } else {
-    throw ConfigError(path_join(path, "mode"), yaml_line(node["mode"]), "expected scope or window");
-  }
+  c.mode = yaml_enum<ContextConfig::Mode>(node, "mode", path, {{"scope", ContextConfig::Mode::kScope}, {"window", ContextConfig::Mode::kWindow}});
   c.turns = static_cast<int>(yaml_int(node, "turns", path, 1, 1, 64));
   return c;
 }
@@ -37,30 +30,15 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
                          "intra_op_threads", "max_batch",
                          "dim"});
     e.type = yaml_string(node, "type", path, e.type);
-    const auto device = yaml_string(node, "device", path, std::string("auto"));
-    if (device == "auto") {
-      e.device = EmbedderConfig::Device::kAuto;
-    } else if (device == "cpu") {
-      e.device = EmbedderConfig::Device::kCpu;
-    } else if (device == "gpu") {
-      e.device = EmbedderConfig::Device::kGpu;
-    } else {
-      throw ConfigError(path_join(path, "device"), yaml_line(node["device"]), "expected auto, cpu or gpu");
-    }
-    const auto precision = yaml_string(node, "precision", path, std::string("auto"));
-    if (precision == "auto") {
-      e.precision = EmbedderConfig::Precision::kAuto;
-    } else if (precision == "fp32") {
-      e.precision = EmbedderConfig::Precision::kFp32;
-    } else if (precision == "bf16") {
-      // Checked here, not at first use: a config that cannot run on this host should not load.
-      if (!minilm_bf16_supported())
-        throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]),
-                          "bf16 needs a CPU with AVX512-BF16, which this one lacks; use auto or fp32");
-      e.precision = EmbedderConfig::Precision::kBf16;
-    } else {
-      throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]), "expected auto, fp32 or bf16");
-    }
+    using Device = EmbedderConfig::Device;
+    e.device = yaml_enum<Device>(node, "device", path, {{"auto", Device::kAuto}, {"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
+    e.precision = yaml_enum<MiniLMPrecision>(node, "precision", path,
+                            {{"auto", MiniLMPrecision::kAuto}, {"fp32", MiniLMPrecision::kFp32},
+                             {"bf16", MiniLMPrecision::kBf16}});
+    // Checked here, not at first use: a config that cannot run on this host should not load.
+    if (e.precision == MiniLMPrecision::kBf16 && !minilm_bf16_supported())
+      throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]),
+                        "bf16 needs a CPU with AVX512-BF16, which this one lacks; use auto or fp32");
     e.model_dir = yaml_string(node, "model_dir", path, e.model_dir);
     e.url = yaml_string(node, "url", path, e.url);
     e.model = yaml_string(node, "model", path, e.model);
@@ -113,14 +91,7 @@ IndexConfig parse_index(const YAML::Node& node, const std::string& path) {
     ix.ef_search = static_cast<int>(yaml_int(map, "ef_search", path, ix.ef_search, 1, 4096));
     ix.flat_max = static_cast<std::size_t>(yaml_int(map, "flat_max", path, static_cast<std::int64_t>(ix.flat_max), 0));
     ix.rebuild_fraction = yaml_double(map, "rebuild_fraction", path, ix.rebuild_fraction, 0.01, 0.9);
-    const auto storage = yaml_string(map, "storage", path, std::string("fp16"));
-    if (storage == "fp16") {
-      ix.storage = IndexConfig::Storage::kFp16;
-    } else if (storage == "fp32") {
-      ix.storage = IndexConfig::Storage::kFp32;
-    } else {
-      throw ConfigError(path_join(path, "storage"), yaml_line(map["storage"]), "expected fp16 or fp32");
-    }
+    ix.storage = yaml_enum<IndexConfig::Storage>(map, "storage", path, {{"fp16", IndexConfig::Storage::kFp16}, {"fp32", IndexConfig::Storage::kFp32}});
   }
   return ix;
 }

@@ -88,9 +88,7 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
     MiniLMOptions options;
     options.blas_threads = 1;  // parallelism comes from the cache's worker pool
     options.intra_op_threads = config.intra_op_threads;
-    options.precision = config.precision == EmbedderConfig::Precision::kFp32   ? MiniLMPrecision::kFp32
-                        : config.precision == EmbedderConfig::Precision::kBf16 ? MiniLMPrecision::kBf16
-                                                                               : MiniLMPrecision::kAuto;
+    options.precision = config.precision;
     return make_minilm_embedder(model_dir, options);
   }
   if (config.type == "hash") {

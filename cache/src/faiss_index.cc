@@ -121,7 +121,9 @@ std::vector<SearchHit> FaissVectorIndex::search(std::size_t nq, const float* que
   std::vector<float> dist(nq * kk);
   std::vector<faiss::Index::idx_t> pos(nq * kk);
   SerialOpenMP serial(nq < kSerialBelow);
-  if (type_ == IndexConfig::Type::kHnsw && !faiss_search_.load(std::memory_order_relaxed)) {
+  // Few queries: the prefetching loop on this thread. A batch keeps FAISS's loop, which spreads
+  // the queries over OpenMP threads (with the same fast distance computer underneath).
+  if (type_ == IndexConfig::Type::kHnsw && nq < kSerialBelow && !faiss_search_.load(std::memory_order_relaxed)) {
     const auto& hnsw = static_cast<const faiss::IndexHNSW&>(*index_);
     const auto ef = std::max<std::size_t>(static_cast<std::size_t>(config_.ef_search), kk);
     for (std::size_t q = 0; q < nq; ++q) {

@@ -1,6 +1,7 @@
 #include "fast_flat_ip.h"
 
 #include <faiss/impl/DistanceComputer.h>
+#include <faiss/utils/fp16.h>
 
 // GCC 12's own AVX-512 conversion intrinsics start from _mm512_undefined_ps(), which its
 // uninitialised-use analysis flags; the values are fully overwritten.
@@ -45,27 +46,15 @@ float inner_product(const float* a, const float* b, std::size_t d) {
   return sum;
 }
 
-// IEEE binary16 to float, for CPUs without F16C and for tails.
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while (!(mant & 0x400u)) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+// Element i of a query (floats, or halves when kHalfA). Tails and CPUs without F16C decode
+// halves with FAISS's own portable conversion.
+template <bool kHalfA>
+float value_at(const void* a, std::size_t i) {
+  if constexpr (kHalfA) {
+    return faiss::decode_fp16(static_cast<const std::uint16_t*>(a)[i]);
+  } else {
+    return static_cast<const float*>(a)[i];
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
 }
 
 // `A` loads 16 query values: floats, or halves widened.
@@ -89,8 +78,7 @@ __attribute__((target("avx512f"))) float ip_f16_avx512(const void* a, const std:
   for (; i + 16 <= d; i += 16) s0 = _mm512_fmadd_ps(load16_512<kHalfA>(a, i), load16_512<true>(b, i), s0);
   float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
   for (; i < d; ++i) {
-    const float x = kHalfA ? half_to_float(static_cast<const std::uint16_t*>(a)[i]) : static_cast<const float*>(a)[i];
-    sum += x * half_to_float(b[i]);
+    sum += value_at<kHalfA>(a, i) * faiss::decode_fp16(b[i]);
   }
   return sum;
 }
@@ -118,8 +106,7 @@ __attribute__((target("avx2,fma,f16c"))) float ip_f16_avx2(const void* a, const 
   float sum = 0.f;
   for (float x : lanes) sum += x;
   for (; i < d; ++i) {
-    const float x = kHalfA ? half_to_float(static_cast<const std::uint16_t*>(a)[i]) : static_cast<const float*>(a)[i];
-    sum += x * half_to_float(b[i]);
+    sum += value_at<kHalfA>(a, i) * faiss::decode_fp16(b[i]);
   }
   return sum;
 }
@@ -128,8 +115,7 @@ template <bool kHalfA>
 float ip_f16_scalar(const void* a, const std::uint16_t* b, std::size_t d) {
   float sum = 0.f;
   for (std::size_t i = 0; i < d; ++i) {
-    const float x = kHalfA ? half_to_float(static_cast<const std::uint16_t*>(a)[i]) : static_cast<const float*>(a)[i];
-    sum += x * half_to_float(b[i]);
+    sum += value_at<kHalfA>(a, i) * faiss::decode_fp16(b[i]);
   }
   return sum;
 }

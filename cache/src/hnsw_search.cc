@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <stdexcept>
 
 #include "fast_flat_ip.h"
 
@@ -124,19 +125,20 @@ std::vector<ScoredPosition> search(const faiss::IndexHNSW& index, const std::uin
 
 std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const float* query, std::size_t k,
                                            std::size_t ef) {
-  const auto* storage = dynamic_cast<const faiss::IndexFlatCodes*>(index.storage);
-  if (storage == nullptr || index.ntotal == 0 || k == 0 || index.hnsw.entry_point < 0) return {};
-  const std::uint8_t* codes = storage->codes.data();
+  if (index.ntotal == 0 || k == 0 || index.hnsw.entry_point < 0) return {};
   const auto d = static_cast<std::size_t>(index.d);
-  const std::size_t code_size = storage->code_size;
-  if (code_size == d * sizeof(std::uint16_t)) {
-    const auto* base = reinterpret_cast<const std::uint16_t*>(codes);
-    return search(index, codes, code_size, k, ef,
+  if (const auto* half = dynamic_cast<const FastFp16IP*>(index.storage)) {
+    const auto* base = reinterpret_cast<const std::uint16_t*>(half->codes.data());
+    return search(index, half->codes.data(), half->code_size, k, ef,
                   [=](std::int64_t i) { return fast_inner_product_f16(query, base + static_cast<std::size_t>(i) * d, d); });
   }
-  const auto* base = reinterpret_cast<const float*>(codes);
-  return search(index, codes, code_size, k, ef,
-                [=](std::int64_t i) { return fast_inner_product(query, base + static_cast<std::size_t>(i) * d, d); });
+  if (const auto* full = dynamic_cast<const FastFlatIP*>(index.storage)) {
+    const float* base = full->get_xb();
+    return search(index, full->codes.data(), full->code_size, k, ef,
+                  [=](std::int64_t i) { return fast_inner_product(query, base + static_cast<std::size_t>(i) * d, d); });
+  }
+  // Not an answer of "no hits": the caller counts this as a search error (fail open, visible).
+  throw std::logic_error("hnsw_search_ip: the index's storage is neither FastFlatIP nor FastFp16IP");
 }
 
 }  // namespace tidegate::cache

@@ -22,8 +22,9 @@ struct ScoredPosition {
 };
 
 // Best `k` positions by inner product, best first; fewer when the index holds fewer.
-// ef < k is raised to k. Thread-safe for concurrent searches (scratch is per thread); the
-// caller excludes concurrent adds.
+// ef < k is raised to k. The storage must be FastFlatIP or FastFp16IP (std::logic_error
+// otherwise). Thread-safe for concurrent searches (scratch is per thread); the caller excludes
+// concurrent adds.
 std::vector<ScoredPosition> hnsw_search_ip(const faiss::IndexHNSW& index, const float* query, std::size_t k,
                                            std::size_t ef);
 

@@ -73,8 +73,8 @@ const std::unordered_set<std::string_view>& stopwords() {
   return words;
 }
 
-// Content words in order, ASCII-lowercased, "n't" and other clitics cut, plurals folded
-// ("startups" = "startup"), each kept at its first occurrence.
+// Content words in order, ASCII-lowercased, clitics cut, plurals folded ("startups" =
+// "startup"), each kept at its first occurrence.
 std::vector<std::string> content_words(std::string_view s) {
   std::vector<std::string> out;
   std::set<std::string> seen;
@@ -87,11 +87,14 @@ std::vector<std::string> content_words(std::string_view s) {
     std::string w;
     while (i < s.size() && std::isalnum(static_cast<unsigned char>(s[i])))
       w.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(s[i++]))));
+    std::string_view clitic;  // 's, 're, 't: not a word of its own ("India's" is "India")
     if (i + 1 < s.size() && s[i] == '\'' && std::isalpha(static_cast<unsigned char>(s[i + 1]))) {
-      ++i;  // the clitic ('s, 're, 't) is not a word of its own
+      const std::size_t start = ++i;
       while (i < s.size() && std::isalpha(static_cast<unsigned char>(s[i]))) ++i;
+      clitic = s.substr(start, i - start);
     }
-    if (w.size() > 1 && w.back() == 'n' && i > 0 && s[i - 1] == 't' && s.substr(0, i).ends_with("n't")) w.pop_back();
+    // "don't" reads as "do not": both stopwords, so it cannot reorder the words around it.
+    if ((clitic == "t" || clitic == "T") && w.size() > 1 && w.back() == 'n') w.pop_back();
     if (stopwords().count(w)) continue;
     if (w.size() > 3 && w.back() == 's' && w[w.size() - 2] != 's') w.pop_back();
     if (!seen.insert(w).second) continue;

@@ -126,11 +126,11 @@ TEST(CacheConfig, IntraOpThreads) {
 }
 
 TEST(CacheConfig, EncoderPrecision) {
-  EXPECT_EQ(parse("cache: {enabled: true}\n")->embedder.precision, EmbedderConfig::Precision::kAuto);
-  EXPECT_EQ(parse("cache:\n  embedder: {precision: fp32}\n")->embedder.precision, EmbedderConfig::Precision::kFp32);
+  EXPECT_EQ(parse("cache: {enabled: true}\n")->embedder.precision, MiniLMPrecision::kAuto);
+  EXPECT_EQ(parse("cache:\n  embedder: {precision: fp32}\n")->embedder.precision, MiniLMPrecision::kFp32);
   const char* bf16 = "cache:\n  embedder:\n    type: minilm\n    precision: bf16\n";
   if (minilm_bf16_supported()) {
-    EXPECT_EQ(parse(bf16)->embedder.precision, EmbedderConfig::Precision::kBf16);
+    EXPECT_EQ(parse(bf16)->embedder.precision, MiniLMPrecision::kBf16);
   } else {
     try {
       parse(bf16);

@@ -121,10 +121,22 @@ TEST_P(HnswStorage, PrefetchingSearchAgreesWithFaissSearch) {
   auto q = random_unit(kQ, kDim, 22);
   for (std::size_t i = 0; i < kQ; ++i)
     for (std::size_t j = 0; j < kDim; ++j) q[i * kDim + j] = 0.3f * q[i * kDim + j] + v[((i * 61) % kN) * kDim + j];
-  const auto ours = ix.search(kQ, q.data(), kK);
+  // One query per call, as the cache searches: the prefetching loop runs for small calls only.
+  auto one_by_one = [&] {
+    std::vector<SearchHit> hits;
+    for (std::size_t i = 0; i < kQ; ++i) {
+      const auto h = ix.search(1, q.data() + i * kDim, kK);
+      hits.insert(hits.end(), h.begin(), h.end());
+    }
+    return hits;
+  };
+  const auto ours = one_by_one();
   ix.use_faiss_search(true);
-  const auto theirs = ix.search(kQ, q.data(), kK);
+  const auto theirs = one_by_one();
   ix.use_faiss_search(false);
+  // A batch goes to FAISS's (parallel) loop whatever the flag says.
+  const auto batch = ix.search(kQ, q.data(), kK);
+  for (std::size_t i = 0; i < batch.size(); ++i) ASSERT_EQ(batch[i].id, theirs[i].id) << i;
   const auto exact = flat.search(kQ, q.data(), kK);
   std::size_t same_top = 0, ours_exact = 0, theirs_exact = 0;
   for (std::size_t i = 0; i < kQ; ++i) {

@@ -57,6 +57,19 @@ std::string yaml_string(const YAML::Node& parent, const std::string& key, const 
   return node.Scalar();
 }
 
+std::size_t yaml_choice(const YAML::Node& parent, const std::string& key, const std::string& path,
+                        const std::vector<std::string_view>& names) {
+  const auto value = yaml_string(parent, key, path, std::string(names.front()));
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (value == names[i]) return i;
+  std::string expected = "expected ";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) expected += i + 1 == names.size() ? " or " : ", ";
+    expected += names[i];
+  }
+  throw ConfigError(path_join(path, key), yaml_line(child(parent, key)), expected + " (got '" + value + "')");
+}
+
 double yaml_double(const YAML::Node& parent, const std::string& key, const std::string& path,
                    std::optional<double> fallback, std::optional<double> min, std::optional<double> max) {
   const auto full = path_join(path, key);

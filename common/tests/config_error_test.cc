@@ -17,6 +17,24 @@ TEST(ConfigError, NamesKeyAndLine) {
   }
 }
 
+TEST(ConfigError, EnumChoices) {
+  enum class Color { kRed, kGreen, kBlue };
+  const auto doc = YAML::Load("paint:\n  color: green\n  shade: mauve\n");
+  const auto pick = [&](const char* key) {
+    return yaml_enum<Color>(doc["paint"], key, "paint", {{"red", Color::kRed}, {"green", Color::kGreen}, {"blue", Color::kBlue}});
+  };
+  EXPECT_EQ(pick("color"), Color::kGreen);
+  EXPECT_EQ(pick("missing"), Color::kRed);  // the first choice is the default
+  try {
+    pick("shade");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "paint.shade");
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_NE(std::string(e.what()).find("expected red, green or blue (got 'mauve')"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ConfigError, RangeChecked) {
   const auto doc = YAML::Load("a:\n  b: -3\n");
   EXPECT_THROW(yaml_double(doc["a"], "b", "a", std::nullopt, 0.0), ConfigError);

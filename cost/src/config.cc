@@ -71,10 +71,7 @@ BudgetRule parse_budget(const YAML::Node& node, const std::string& path, const C
     throw bad_scope("unknown scope kind '" + kind + "'");
   }
   r.match = rest;
-  const auto period = yaml_string(node, "period", path, std::string("month"));
-  if (period == "day") r.period = BudgetPeriod::kDay;
-  else if (period == "month") r.period = BudgetPeriod::kMonth;
-  else throw ConfigError(path_join(path, "period"), yaml_line(node["period"]), "expected day or month");
+  r.period = yaml_enum<BudgetPeriod>(node, "period", path, {{"month", BudgetPeriod::kMonth}, {"day", BudgetPeriod::kDay}});
   r.soft_usd = yaml_double(node, "soft_usd", path, 0.0, 0.0);
   r.hard_usd = yaml_double(node, "hard_usd", path, 0.0, 0.0);
   if (r.soft_usd == 0 && r.hard_usd == 0)

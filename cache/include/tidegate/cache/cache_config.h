@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "tidegate/cache/minilm.h"
+
 namespace tidegate::cache {
 
 struct EmbedderConfig {
@@ -17,10 +19,8 @@ struct EmbedderConfig {
   enum class Device { kAuto, kCpu, kGpu };
   std::string type = "minilm";  // minilm | openai | hash
   Device device = Device::kAuto;
-  // Dense-layer arithmetic of the CPU minilm encoder (the GPU one runs fp16 regardless): kAuto
-  // is bf16 where the CPU has AVX512-BF16, else fp32. See MiniLMPrecision.
-  enum class Precision { kAuto, kFp32, kBf16 };
-  Precision precision = Precision::kAuto;
+  // Dense-layer arithmetic of the CPU minilm encoder (the GPU one runs fp16 regardless).
+  MiniLMPrecision precision = MiniLMPrecision::kAuto;
   std::string model_dir;        // minilm: folder with model.safetensors + vocab.txt
   std::string url;              // openai: base URL, e.g. http://127.0.0.1:8080/v1
   std::string model;            // openai: model name sent in the request

@@ -31,8 +31,8 @@ class FaissVectorIndex final : public VectorIndex {
   std::vector<SearchHit> search(std::size_t nq, const float* queries, std::size_t k) const override;
 
   IndexConfig::Type type() const;
-  // HNSW searches run through hnsw_search.h (prefetching) unless this is set, which routes them
-  // through FAISS's own IndexHNSW::search: for comparisons in tests and benchmarks.
+  // Small HNSW searches run through hnsw_search.h (prefetching) unless this is set, which routes
+  // them through FAISS's own IndexHNSW::search: for comparisons in tests and benchmarks.
   void use_faiss_search(bool on) { faiss_search_.store(on, std::memory_order_relaxed); }
   std::size_t tombstones() const;
   bool needs_compaction() const;

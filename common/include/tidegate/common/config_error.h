@@ -4,9 +4,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tidegate {
@@ -45,6 +48,20 @@ double yaml_seconds(const YAML::Node& parent, const std::string& key, const std:
 // Sizes accept numbers (bytes) or strings: "8KiB", "8MiB", "1GiB", "512".
 std::uint64_t yaml_bytes(const YAML::Node& parent, const std::string& key, const std::string& path,
                          std::optional<std::uint64_t> fallback = std::nullopt);
+
+// One of `names`, as its index; a missing key is names[0]. Any other value throws ConfigError
+// naming the key, its line and the choices ("expected auto, cpu or gpu").
+std::size_t yaml_choice(const YAML::Node& parent, const std::string& key, const std::string& path,
+                        const std::vector<std::string_view>& names);
+// yaml_choice mapped onto an enum: yaml_enum<Mode>(node, "mode", path, {{"scope", Mode::kScope},
+// {"window", Mode::kWindow}}); the first pair is the default.
+template <typename E>
+E yaml_enum(const YAML::Node& parent, const std::string& key, const std::string& path,
+            std::initializer_list<std::pair<std::string_view, E>> choices) {
+  std::vector<std::string_view> names;
+  for (const auto& c : choices) names.push_back(c.first);
+  return (choices.begin() + yaml_choice(parent, key, path, names))->second;
+}
 
 // Rejects keys of a mapping that are not in `known` (typos are the most common config bug).
 void yaml_reject_unknown(const YAML::Node& map, const std::string& path,
