@@ -4,7 +4,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <iostream>
+#include <stdexcept>
 
 #include "tidegate/cache/hash_embedder.h"
 #include "tidegate/cache/minilm.h"
@@ -75,6 +77,48 @@ void BM_MiniLM_2threads(benchmark::State& state) {
   run(state, *embedder);
 }
 BENCHMARK(BM_MiniLM_2threads)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One prompt of exactly state.range(0) tokens ([CLS] and [SEP] included): the cache's latency
+// target is stated for prompts under 32 tokens, and the encoder's cost grows with length.
+std::string prompt_of_tokens(std::size_t tokens) {
+  static const std::string words =
+      "can you explain how a hash map handles collisions what open addressing is and when chaining is the "
+      "better choice for a small table that is read far more often than it is written in practice";
+  const auto& tok = model()->tokenizer();
+  std::string text;
+  std::size_t pos = 0;
+  while (tok.encode(text, 512).size() < tokens && pos < words.size()) {
+    const std::size_t end = std::min(words.find(' ', pos), words.size());
+    if (!text.empty()) text += ' ';
+    text.append(words, pos, end - pos);
+    pos = end + 1;
+  }
+  if (tok.encode(text, 512).size() != tokens) throw std::logic_error("bench: no prompt of that many tokens");
+  return text;
+}
+
+void run_length(benchmark::State& state, Embedder& embedder) {
+  const std::vector<std::string> texts = {prompt_of_tokens(static_cast<std::size_t>(state.range(0)))};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  for (auto _ : state) benchmark::DoNotOptimize(embedder.embed(texts, deadline));
+  state.counters["tokens"] = static_cast<double>(state.range(0));
+}
+
+void BM_MiniLM_tokens(benchmark::State& state) {
+  static auto embedder = tidegate::cache::make_minilm_embedder(model());
+  run_length(state, *embedder);
+}
+BENCHMARK(BM_MiniLM_tokens)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MiniLM_tokens_2threads(benchmark::State& state) {
+  static auto embedder = [] {
+    tidegate::cache::MiniLMOptions options;
+    options.intra_op_threads = 2;
+    return tidegate::cache::make_minilm_embedder(model(), options);
+  }();
+  run_length(state, *embedder);
+}
+BENCHMARK(BM_MiniLM_tokens_2threads)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Tokenize(benchmark::State& state) {
   const auto& tok = model()->tokenizer();

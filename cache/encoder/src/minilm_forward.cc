@@ -7,30 +7,15 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "intra_op.h"
 #include "minilm_internal.h"
+#include "minilm_ops.h"
 
 namespace tidegate::cache {
 namespace {
 
-// Below this length attention runs as plain loops: sgemm's call overhead would dominate.
-constexpr std::size_t kSmallSeq = 32;
-
-void layer_norm(float* x, std::size_t rows, std::size_t dim, const float* gamma, const float* beta, float eps) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* row = x + r * dim;
-    float mean = 0.f;
-    for (std::size_t i = 0; i < dim; ++i) mean += row[i];
-    mean /= static_cast<float>(dim);
-    float var = 0.f;
-    for (std::size_t i = 0; i < dim; ++i) {
-      const float d = row[i] - mean;
-      var += d * d;
-    }
-    var /= static_cast<float>(dim);
-    const float inv = 1.f / std::sqrt(var + eps);
-    for (std::size_t i = 0; i < dim; ++i) row[i] = (row[i] - mean) * inv * gamma[i] + beta[i];
-  }
-}
+// Attention for fewer tokens is a few microseconds: not worth waking the pool's helpers.
+constexpr std::size_t kMinTokensToSplitAttention = 8;
 
 // out[rows, n] = in[rows, k] * W[n, k]^T + b (bias is written first, then accumulated into).
 void linear(const float* in, std::size_t rows, std::size_t k, const float* w, const float* b, std::size_t n, float* out,
@@ -45,52 +30,6 @@ void linear(const float* in, std::size_t rows, std::size_t k, const float* w, co
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n),
               static_cast<int>(k), 1.f, in, static_cast<int>(k), w, static_cast<int>(k), 1.f, out,
               static_cast<int>(n));
-}
-
-void softmax_rows(float* s, std::size_t rows, std::size_t cols) {
-  for (std::size_t i = 0; i < rows; ++i) {
-    float* row = s + i * cols;
-    const float mx = *std::max_element(row, row + cols);
-    float sum = 0.f;
-    for (std::size_t j = 0; j < cols; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = 1.f / sum;
-    for (std::size_t j = 0; j < cols; ++j) row[j] *= inv;
-  }
-}
-
-// One head of one sequence: q/k/v rows have stride `ld`, ctx rows stride `ldc`; scores is n*n.
-void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t dh,
-            float scale, float* scores, float* ctx, std::size_t ldc) {
-  if (n <= kSmallSeq) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const float* qi = q + i * ld;
-      for (std::size_t j = 0; j < n; ++j) {
-        const float* kj = k + j * ld;
-        float dot = 0.f;
-        for (std::size_t d = 0; d < dh; ++d) dot += qi[d] * kj[d];
-        scores[i * n + j] = dot * scale;
-      }
-    }
-    softmax_rows(scores, n, n);
-    for (std::size_t i = 0; i < n; ++i) {
-      float* ci = ctx + i * ldc;
-      std::fill(ci, ci + dh, 0.f);
-      for (std::size_t j = 0; j < n; ++j) {
-        const float p = scores[i * n + j];
-        const float* vj = v + j * ld;
-        for (std::size_t d = 0; d < dh; ++d) ci[d] += p * vj[d];
-      }
-    }
-    return;
-  }
-  const int N = static_cast<int>(n), D = static_cast<int>(dh), LD = static_cast<int>(ld);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, D, scale, q, LD, k, LD, 0.f, scores, N);
-  softmax_rows(scores, n, n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, N, 1.f, scores, N, v, LD, 0.f, ctx,
-              static_cast<int>(ldc));
 }
 
 // Exact (erf) GELU in place. erf comes from Abramowitz & Stegun 7.1.28, |error| <= 3e-7, which
@@ -149,13 +88,18 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
   std::vector<float> out(ids.size() * H, 0.f);
   if (T == 0) return out;
 
-  // One block of per-call scratch: x [T,H], qkv [T,3H], ctx [T,H], tmp [T,I], scores [L,L].
-  std::vector<float> scratch(T * H + T * 3 * H + T * H + T * I + max_len * max_len);
+  // Attention runs as (sequence, head) units split into `parts`, each with its own scratch.
+  const std::size_t units = ids.size() * heads;
+  const std::size_t parts = pool != nullptr && T >= kMinTokensToSplitAttention ? std::min(units, pool->threads()) : 1;
+  const std::size_t part_scratch = attend_scratch(max_len, dh);
+
+  // One block of per-call scratch: x [T,H], qkv [T,3H], ctx [T,H], tmp [T,I], attention [parts][...].
+  std::vector<float> scratch(T * H + T * 3 * H + T * H + T * I + parts * part_scratch);
   float* x = scratch.data();
   float* qkv = x + T * H;
   float* ctx = qkv + T * 3 * H;
   float* tmp = ctx + T * H;
-  float* scores = tmp + T * I;
+  float* attention = tmp + T * I;
 
   for (std::size_t b = 0; b < ids.size(); ++b) {
     for (std::size_t p = 0; p < ids[b].size(); ++p) {
@@ -168,7 +112,7 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
       for (std::size_t i = 0; i < H; ++i) row[i] = we[i] + pe[i] + te[i];
     }
   }
-  layer_norm(x, T, H, w.embed_ln_gamma, w.embed_ln_beta, c.layer_norm_eps);
+  add_layer_norm(x, nullptr, T, H, w.embed_ln_gamma, w.embed_ln_beta, c.layer_norm_eps);
 
   const float scale = 1.f / std::sqrt(static_cast<float>(dh));
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
@@ -176,23 +120,26 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
     const PackedMiniLMLayer* pl = packed ? &(*packed)[l] : nullptr;
     if (checkpoint) checkpoint();
     linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv, pl ? &pl->qkv : nullptr, pool);
-    for (std::size_t b = 0; b < ids.size(); ++b) {
-      const std::size_t n = offsets[b + 1] - offsets[b];
-      const float* base = qkv + offsets[b] * 3 * H;
-      for (std::size_t h = 0; h < heads; ++h) {
-        attend(base + h * dh, base + H + h * dh, base + 2 * H + h * dh, 3 * H, n, dh, scale, scores,
-               ctx + offsets[b] * H + h * dh, H);
+    const auto attend_units = [&](std::size_t part) {
+      for (std::size_t u = units * part / parts; u < units * (part + 1) / parts; ++u) {
+        const std::size_t b = u / heads, h = u % heads;
+        const std::size_t n = offsets[b + 1] - offsets[b];
+        const float* base = qkv + offsets[b] * 3 * H;
+        attend(base + h * dh, base + H + h * dh, base + 2 * H + h * dh, 3 * H, n, dh, scale,
+               attention + part * part_scratch, ctx + offsets[b] * H + h * dh, H);
       }
-    }
+    };
+    if (parts > 1)
+      pool->run(parts, attend_units);
+    else
+      attend_units(0);
     linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp, pl ? &pl->attn_out : nullptr, pool);
-    for (std::size_t i = 0; i < T * H; ++i) x[i] += tmp[i];
-    layer_norm(x, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
+    add_layer_norm(x, tmp, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
 
     linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr, pool);
     gelu_inplace(tmp, T * I);
     linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr, pool);
-    for (std::size_t i = 0; i < T * H; ++i) x[i] += ctx[i];
-    layer_norm(x, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
+    add_layer_norm(x, ctx, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
   }
 
   // Mean pooling over every token of the sequence ([CLS] and [SEP] included, as the attention

@@ -46,6 +46,22 @@ std::uint16_t to_bf16(float f) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+// A row as bf16 pairs, one 32-bit word per pair (the lower half first, so the pairs are just the
+// row's bf16 values in order), zero-padded to a whole pair. The hardware conversion rounds to
+// nearest even like to_bf16.
+__attribute__((target("avx512f,avx512bf16"))) void rows_to_bf16(const float* src, std::size_t in,
+                                                                std::uint32_t* dst) {
+  std::size_t k = 0;
+  for (; k + 16 <= in; k += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(reinterpret_cast<std::uint16_t*>(dst) + k),
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + k)));
+  for (; k < in; k += 2) {
+    const std::uint32_t lo = to_bf16(src[k]);
+    const std::uint32_t hi = k + 1 < in ? to_bf16(src[k + 1]) : 0u;
+    dst[k / 2] = lo | (hi << 16);
+  }
+}
+
 // AVX-512 has 32 vector registers: a tile of two panels by up to 12 rows keeps 24
 // accumulators, two weight vectors and a broadcast in registers, so each broadcast row value
 // feeds two dot instructions.
@@ -158,16 +174,13 @@ void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, fl
 void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bias, float* y,
                               IntraOpPool* pool) const {
   const std::size_t pairs = (in_ + 1) / 2;
-  std::vector<std::uint32_t> xp(rows * pairs);
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float* src = x + r * in_;
-    std::uint32_t* dst = xp.data() + r * pairs;
-    for (std::size_t k2 = 0; k2 < pairs; ++k2) {
-      const std::uint32_t lo = to_bf16(src[2 * k2]);
-      const std::uint32_t hi = 2 * k2 + 1 < in_ ? to_bf16(src[2 * k2 + 1]) : 0u;
-      dst[k2] = lo | (hi << 16);
-    }
-  }
+  // Reused per thread: a fresh vector per product was an allocation 24 times a forward pass.
+  // The pool's helpers read the caller's copy through `xb` (a thread_local named inside the
+  // lambda would be the helper's own).
+  thread_local std::vector<std::uint32_t> xp;
+  xp.resize(rows * pairs);
+  const std::uint32_t* xb = xp.data();
+  for (std::size_t r = 0; r < rows; ++r) rows_to_bf16(x + r * in_, in_, xp.data() + r * pairs);
   // Rows split into equal tiles (9 rows run as 5 + 4, not 8 + 1): a thin tile pays a full pass
   // over the panel for few multiply-adds.
   const std::size_t tiles = (rows + kRowsBf16 - 1) / kRowsBf16;
@@ -183,7 +196,7 @@ void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bia
       std::size_t r = 0;
       for (std::size_t t = 0; t < tiles; ++t) {
         const std::size_t m = (rows - r + (tiles - t) - 1) / (tiles - t);
-        kernels[m](xp.data() + r * pairs, pairs, panel, pairs, bias + col, width, y + r * out_ + col, out_);
+        kernels[m](xb + r * pairs, pairs, panel, pairs, bias + col, width, y + r * out_ + col, out_);
         r += m;
       }
     }
