@@ -1,5 +1,8 @@
 // Semantic cache latency driver. Prints one JSON object.
 //   embed:  MiniLM embedding of short prompts (< 32 tokens), one request at a time, p50/p99.
+//           The prompts are a seeded sample of the real questions in --prompts CSV (column
+//           question1; default ../shared/data/paraphrase/quora_dev.csv) under 32 tokens, or a
+//           built-in list of 20 when that file is absent.
 //   per size N (synthetic 384-d unit vectors, clustered like sentence embeddings):
 //     search alone, flat and HNSW, p50/p99 over single queries, and HNSW recall@1 against flat;
 //     end to end = embed + search of a real prompt's vector in the N-entry index.
@@ -7,9 +10,12 @@
 // reached is reported (an honest number on a 2-core machine beats an estimate).
 // --ef-sweep 128,256 also measures HNSW search latency and recall@1 at those ef values;
 // --storage fp16|fp32 picks how HNSW keeps its vectors (default fp16, as the cache);
-// --intra-op N lets one embed call use N threads (embedder.intra_op_threads, default 1).
+// --intra-op N lets one embed call use N threads (embedder.intra_op_threads, default 1);
+// --prompts CSV and --prompt-count K (default 200) pick the prompts.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -22,6 +28,7 @@
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/faiss_index.h"
 #include "tidegate/cache/minilm.h"
+#include "csv.h"
 
 using namespace tidegate::cache;
 using Clock = std::chrono::steady_clock;
@@ -39,6 +46,26 @@ const char* kPrompts[] = {
     "What are good books on machine learning?", "How do vaccines work?", "Why is the sky blue?",
     "What is the best way to save money?", "How do I center a div in CSS?", "What is inflation?",
     "Recommend a movie for tonight."};
+
+// A seeded sample of distinct question1 texts of 3 to 31 tokens ([CLS] and [SEP] included).
+std::vector<std::string> sample_prompts(const std::string& csv_path, const WordPieceTokenizer& tok, std::size_t count) {
+  std::ifstream in(csv_path);
+  if (!in) throw std::runtime_error("cannot read " + csv_path);
+  const auto rows = parse_csv(in);
+  if (rows.empty()) throw std::runtime_error(csv_path + ": empty CSV");
+  const auto c1 = csv_column(rows.front(), "question1");
+  std::vector<std::string> texts;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() <= c1) continue;
+    const auto n = tok.encode(rows[r][c1], 512).size();
+    if (n >= 3 && n < 32) texts.push_back(rows[r][c1]);
+  }
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  std::shuffle(texts.begin(), texts.end(), std::mt19937(2026));
+  if (texts.size() > count) texts.resize(count);
+  return texts;
+}
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -114,6 +141,8 @@ int main(int argc, char** argv) {
   IndexConfig icfg;  // the cache's defaults unless overridden below
   std::string embedder_type = "minilm";
   int intra_op = 1;  // embedder.intra_op_threads
+  std::string prompts_csv = std::string(TIDEGATE_SOURCE_ROOT) + "/../shared/data/paraphrase/quora_dev.csv";
+  std::size_t prompt_count = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--sizes") {
@@ -133,6 +162,8 @@ int main(int argc, char** argv) {
     else if (a == "--ef-search") icfg.ef_search = std::stoi(v);
     else if (a == "--embedder") embedder_type = v;
     else if (a == "--intra-op") intra_op = std::stoi(v);
+    else if (a == "--prompts") prompts_csv = v;
+    else if (a == "--prompt-count") prompt_count = std::stoul(v);
     else if (a == "--storage") icfg.storage = v == "fp32" ? IndexConfig::Storage::kFp32 : IndexConfig::Storage::kFp16;
   }
   boost::json::object out;
@@ -146,57 +177,62 @@ int main(int argc, char** argv) {
   ecfg.type = embedder_type;
   ecfg.intra_op_threads = intra_op;
   auto embedder = make_embedder(ecfg);
+  // Token counts from the model's own vocabulary (run from the repository root or a build dir).
+  const auto tok = WordPieceTokenizer::from_vocab_file(std::string(TIDEGATE_SOURCE_ROOT) + "/" +
+                                                       kDefaultMiniLMDir + "/vocab.txt", {});
+  std::vector<std::string> prompts;
+  std::string prompt_source = prompts_csv;
+  if (std::filesystem::exists(prompts_csv)) {
+    prompts = sample_prompts(prompts_csv, tok, prompt_count);
+  } else {
+    prompt_source = "built-in list (" + prompts_csv + " not found)";
+    prompts.assign(std::begin(kPrompts), std::end(kPrompts));
+  }
+  std::vector<std::size_t> prompt_tokens;
+  for (const auto& p : prompts) prompt_tokens.push_back(tok.encode(p, 512).size());
+  const auto embed_one = [&](const std::string& p) {
+    return embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+  };
+  for (const auto& p : prompts) embed_one(p);  // warms caches and the pool
   std::vector<double> embed_ms;
-  std::vector<std::vector<float>> prompt_vecs;
-  for (int round = 0; round < 10; ++round)
-    for (const char* p : kPrompts) {
+  for (int round = 0; round < 3; ++round)
+    for (const auto& p : prompts) {
       const auto t = Clock::now();
-      auto v = embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+      embed_one(p);
       embed_ms.push_back(ms(Clock::now() - t));
-      if (round == 0) prompt_vecs.push_back(std::move(v));
     }
-  embed_ms.erase(embed_ms.begin(), embed_ms.begin() + 20);  // first round warms caches
+  {
+    std::vector<double> lengths(prompt_tokens.begin(), prompt_tokens.end());
+    out["prompts"] = {{"source", prompt_source},
+                      {"count", prompts.size()},
+                      {"tokens_min", pct(lengths, 0.0)},
+                      {"tokens_p50", pct(lengths, 0.5)},
+                      {"tokens_max", pct(lengths, 1.0)}};
+  }
   out["embed"] = {{"embedder", embedder->name()}, {"intra_op_threads", intra_op}, {"n", embed_ms.size()},
                   {"p50_ms", pct(embed_ms, 0.5)},
                   {"p99_ms", pct(embed_ms, 0.99)}};
-  std::cerr << "embed p50 " << pct(embed_ms, 0.5) << " ms\n";
-  {  // The short prompts above are 8-14 tokens; the target covers everything under 32.
+  std::cerr << "embed p50 " << pct(embed_ms, 0.5) << " ms over " << prompts.size() << " prompts\n";
+  {  // Single prompts across the range, up to the longest under the target (31 tokens).
     const char* by_length[] = {
         "Why is the sky blue?",
         "What is the difference between TCP and UDP, and when should I use each one?",
         "I am planning a two week trip to Japan in the spring; which cities should I visit first and why?",
         "Can you explain how a hash map handles collisions, what open addressing is, and when chaining is the better "
-        "choice?"};
-    // Token counts from the model's own vocabulary, when run from the repository root.
-    std::optional<WordPieceTokenizer> tok;
-    try {
-      tok = WordPieceTokenizer::from_vocab_file(std::string(kDefaultMiniLMDir) + "/vocab.txt", {});
-    } catch (const std::exception&) {
-    }
+        "choice for small tables?"};
     boost::json::array lengths;
     for (const char* p : by_length) {
       std::vector<double> t;
       for (int i = 0; i < 30; ++i) {
         const auto t0 = Clock::now();
-        embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+        embed_one(p);
         t.push_back(ms(Clock::now() - t0));
       }
       t.erase(t.begin(), t.begin() + 5);
-      boost::json::object row{{"prompt", p}, {"p50_ms", pct(t, 0.5)}, {"p99_ms", pct(t, 0.99)}};
-      if (tok) row["tokens"] = tok->encode(p, 256).size();
-      lengths.push_back(std::move(row));
+      lengths.push_back(boost::json::object{
+          {"prompt", p}, {"tokens", tok.encode(p, 512).size()}, {"p50_ms", pct(t, 0.5)}, {"p99_ms", pct(t, 0.99)}});
     }
     out["embed_by_length"] = std::move(lengths);
-    if (tok) {
-      std::size_t lo = 1000, hi = 0;
-      for (const char* p : kPrompts) {
-        const auto n = tok->encode(p, 256).size();
-        lo = std::min(lo, n);
-        hi = std::max(hi, n);
-      }
-      out["embed"].as_object()["tokens_min"] = lo;
-      out["embed"].as_object()["tokens_max"] = hi;
-    }
   }
 
   boost::json::array runs;
@@ -269,16 +305,28 @@ int main(int argc, char** argv) {
     // not in the synthetic set, so this is the cost of a miss, which equals a hit's).
     // Separate loops: a flat scan between two lookups would evict the encoder's weights from
     // the caches and charge that to the HNSW lookup.
+    // By prompt length too: the encoder's cost grows with it.
     std::vector<double> e2e_flat, e2e_hnsw;
+    std::vector<double> by_bucket[3];  // HNSW lookups of prompts of < 16, 16-23, 24-31 tokens
     for (auto* ix : {&hnsw, &flat})
-      for (int round = 0; round < 5; ++round)
-        for (const char* p : kPrompts) {
+      for (int round = 0; round < (ix == &hnsw ? 2 : 1); ++round)
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
           const auto t0 = Clock::now();
-          const auto v = embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
+          const auto v = embed_one(prompts[i]);
           ix->search(1, v.data(), 1);
-          (ix == &hnsw ? e2e_hnsw : e2e_flat).push_back(ms(Clock::now() - t0));
+          const double took = ms(Clock::now() - t0);
+          (ix == &hnsw ? e2e_hnsw : e2e_flat).push_back(took);
+          if (ix == &hnsw) by_bucket[prompt_tokens[i] < 16 ? 0 : prompt_tokens[i] < 24 ? 1 : 2].push_back(took);
         }
     run["e2e_hnsw"] = {{"p50_ms", pct(e2e_hnsw, 0.5)}, {"p99_ms", pct(e2e_hnsw, 0.99)}};
+    boost::json::array buckets;
+    const char* bucket_names[] = {"3-15", "16-23", "24-31"};
+    for (int b = 0; b < 3; ++b)
+      buckets.push_back(boost::json::object{{"tokens", bucket_names[b]},
+                                            {"lookups", by_bucket[b].size()},
+                                            {"p50_ms", pct(by_bucket[b], 0.5)},
+                                            {"p99_ms", pct(by_bucket[b], 0.99)}});
+    run["e2e_hnsw_by_tokens"] = std::move(buckets);
     run["e2e_flat"] = {{"p50_ms", pct(e2e_flat, 0.5)}, {"p99_ms", pct(e2e_flat, 0.99)}};
     if (built < n) {
       // The HNSW did not reach n in the budget: still measure exact search over all n.

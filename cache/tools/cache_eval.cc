@@ -17,6 +17,7 @@
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/faiss_index.h"
 #include "tidegate/cache/policy.h"
+#include "csv.h"
 
 using namespace tidegate::cache;
 
@@ -26,49 +27,6 @@ struct Pair {
   std::string q1, q2;
   bool dup = false;
 };
-
-// RFC 4180: quoted fields may hold commas, doubled quotes and newlines.
-std::vector<std::vector<std::string>> parse_csv(std::istream& in) {
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false, any = false;
-  char c;
-  while (in.get(c)) {
-    any = true;
-    if (quoted) {
-      if (c == '"') {
-        if (in.peek() == '"') {
-          field += '"';
-          in.get(c);
-        } else {
-          quoted = false;
-        }
-      } else {
-        field += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      row.push_back(std::move(field));
-      field.clear();
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && in.peek() == '\n') in.get(c);
-      row.push_back(std::move(field));
-      field.clear();
-      rows.push_back(std::move(row));
-      row.clear();
-      any = false;
-    } else {
-      field += c;
-    }
-  }
-  if (any) {
-    row.push_back(std::move(field));
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts, const char* what) {
   std::vector<float> out;
@@ -152,11 +110,7 @@ int main(int argc, char** argv) {
     auto rows = parse_csv(in);
     if (rows.empty()) throw std::runtime_error("empty CSV");
     const auto& header = rows.front();
-    auto col = [&](const std::string& name) {
-      for (std::size_t i = 0; i < header.size(); ++i)
-        if (header[i] == name) return i;
-      throw std::runtime_error("CSV lacks column " + name);
-    };
+    auto col = [&](const std::string& name) { return csv_column(header, name); };
     const auto c1 = col("question1"), c2 = col("question2"), cd = col("is_duplicate");
     std::vector<Pair> pairs;
     for (std::size_t r = 1; r < rows.size() && (limit == 0 || pairs.size() < limit); ++r) {

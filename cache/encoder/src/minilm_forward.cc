@@ -16,6 +16,11 @@ namespace {
 
 // Attention for fewer tokens is a few microseconds: not worth waking the pool's helpers.
 constexpr std::size_t kMinTokensToSplitAttention = 8;
+// Parts handed out per pool thread: whoever finishes first takes the next, so a helper that
+// woke late does not leave the caller waiting.
+constexpr std::size_t kPartsPerThread = 3;
+// A thread keeps its scratch up to this size (1 MiB: about 70 tokens); longer calls allocate.
+constexpr std::size_t kReusedScratchFloats = std::size_t{1} << 18;
 
 // out[rows, n] = in[rows, k] * W[n, k]^T + b (bias is written first, then accumulated into).
 void linear(const float* in, std::size_t rows, std::size_t k, const float* w, const float* b, std::size_t n, float* out,
@@ -90,12 +95,24 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
 
   // Attention runs as (sequence, head) units split into `parts`, each with its own scratch.
   const std::size_t units = ids.size() * heads;
-  const std::size_t parts = pool != nullptr && T >= kMinTokensToSplitAttention ? std::min(units, pool->threads()) : 1;
+  const std::size_t parts =
+      pool != nullptr && T >= kMinTokensToSplitAttention ? std::min(units, kPartsPerThread * pool->threads()) : 1;
   const std::size_t part_scratch = attend_scratch(max_len, dh);
 
   // One block of per-call scratch: x [T,H], qkv [T,3H], ctx [T,H], tmp [T,I], attention [parts][...].
-  std::vector<float> scratch(T * H + T * 3 * H + T * H + T * I + parts * part_scratch);
-  float* x = scratch.data();
+  // Every part is written before it is read. Short prompts reuse the thread's block: zeroing a
+  // fresh one cost more than their attention.
+  const std::size_t scratch_floats = T * H + T * 3 * H + T * H + T * I + parts * part_scratch;
+  thread_local std::vector<float> reused;
+  std::vector<float> fresh;
+  float* x = nullptr;
+  if (scratch_floats <= kReusedScratchFloats) {
+    if (reused.size() < scratch_floats) reused.resize(scratch_floats);
+    x = reused.data();
+  } else {
+    fresh.resize(scratch_floats);
+    x = fresh.data();
+  }
   float* qkv = x + T * H;
   float* ctx = qkv + T * 3 * H;
   float* tmp = ctx + T * H;

@@ -114,7 +114,9 @@ template <typename Body>
 void split_units(IntraOpPool* pool, std::size_t units, std::size_t macs, const Body& body) {
   constexpr std::size_t kMinMacsToSplit = std::size_t{1} << 20;
   if (pool == nullptr || macs < kMinMacsToSplit || units < 2) return body(0, units);
-  const std::size_t parts = std::min(units, pool->threads());
+  // Several parts per thread, taken in turn: a helper that wakes late takes fewer.
+  constexpr std::size_t kPartsPerThread = 3;
+  const std::size_t parts = std::min(units, kPartsPerThread * pool->threads());
   pool->run(parts, [&](std::size_t part) { body(units * part / parts, units * (part + 1) / parts); });
 }
 
