@@ -10,7 +10,8 @@
 // reached is reported (an honest number on a 2-core machine beats an estimate).
 // --ef-sweep 128,256 also measures HNSW search latency and recall@1 at those ef values;
 // --storage fp16|fp32 picks how HNSW keeps its vectors (default fp16, as the cache);
-// --intra-op N lets one embed call use N threads (embedder.intra_op_threads, default 1);
+// --intra-op N[,M...] lets one embed call use N threads (embedder.intra_op_threads, default 1),
+// each setting measured in turn against the same indexes;
 // --prompts CSV and --prompt-count K (default 200) pick the prompts.
 #include <algorithm>
 #include <chrono>
@@ -65,6 +66,10 @@ std::vector<std::string> sample_prompts(const std::string& csv_path, const WordP
   std::shuffle(texts.begin(), texts.end(), std::mt19937(2026));
   if (texts.size() > count) texts.resize(count);
   return texts;
+}
+
+std::vector<float> embed_one(Embedder& embedder, const std::string& prompt) {
+  return embedder.embed({prompt}, Clock::now() + std::chrono::seconds(10));
 }
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -140,7 +145,7 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> ef_sweep;
   IndexConfig icfg;  // the cache's defaults unless overridden below
   std::string embedder_type = "minilm";
-  int intra_op = 1;  // embedder.intra_op_threads
+  std::vector<int> intra_ops = {1};  // embedder.intra_op_threads settings, each measured
   std::string prompts_csv = std::string(TIDEGATE_SOURCE_ROOT) + "/../shared/data/paraphrase/quora_dev.csv";
   std::size_t prompt_count = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -161,7 +166,11 @@ int main(int argc, char** argv) {
     else if (a == "--ef-construction") icfg.ef_construction = std::stoi(v);
     else if (a == "--ef-search") icfg.ef_search = std::stoi(v);
     else if (a == "--embedder") embedder_type = v;
-    else if (a == "--intra-op") intra_op = std::stoi(v);
+    else if (a == "--intra-op") {
+      intra_ops.clear();
+      std::stringstream ss(v);
+      for (std::string item; std::getline(ss, item, ',');) intra_ops.push_back(std::stoi(item));
+    }
     else if (a == "--prompts") prompts_csv = v;
     else if (a == "--prompt-count") prompt_count = std::stoul(v);
     else if (a == "--storage") icfg.storage = v == "fp32" ? IndexConfig::Storage::kFp32 : IndexConfig::Storage::kFp16;
@@ -172,11 +181,6 @@ int main(int argc, char** argv) {
                  {"ef_search", icfg.ef_search},
                  {"storage", icfg.storage == IndexConfig::Storage::kFp32 ? "fp32" : "fp16"}};
 
-  // Embedding latency of real short prompts, one at a time as the cache does per request.
-  EmbedderConfig ecfg;
-  ecfg.type = embedder_type;
-  ecfg.intra_op_threads = intra_op;
-  auto embedder = make_embedder(ecfg);
   // Token counts from the model's own vocabulary (run from the repository root or a build dir).
   const auto tok = WordPieceTokenizer::from_vocab_file(std::string(TIDEGATE_SOURCE_ROOT) + "/" +
                                                        kDefaultMiniLMDir + "/vocab.txt", {});
@@ -190,17 +194,6 @@ int main(int argc, char** argv) {
   }
   std::vector<std::size_t> prompt_tokens;
   for (const auto& p : prompts) prompt_tokens.push_back(tok.encode(p, 512).size());
-  const auto embed_one = [&](const std::string& p) {
-    return embedder->embed({p}, Clock::now() + std::chrono::seconds(10));
-  };
-  for (const auto& p : prompts) embed_one(p);  // warms caches and the pool
-  std::vector<double> embed_ms;
-  for (int round = 0; round < 3; ++round)
-    for (const auto& p : prompts) {
-      const auto t = Clock::now();
-      embed_one(p);
-      embed_ms.push_back(ms(Clock::now() - t));
-    }
   {
     std::vector<double> lengths(prompt_tokens.begin(), prompt_tokens.end());
     out["prompts"] = {{"source", prompt_source},
@@ -209,31 +202,53 @@ int main(int argc, char** argv) {
                       {"tokens_p50", pct(lengths, 0.5)},
                       {"tokens_max", pct(lengths, 1.0)}};
   }
-  out["embed"] = {{"embedder", embedder->name()}, {"intra_op_threads", intra_op}, {"n", embed_ms.size()},
-                  {"p50_ms", pct(embed_ms, 0.5)},
-                  {"p99_ms", pct(embed_ms, 0.99)}};
-  std::cerr << "embed p50 " << pct(embed_ms, 0.5) << " ms over " << prompts.size() << " prompts\n";
-  {  // Single prompts across the range, up to the longest under the target (31 tokens).
+
+  // Embedding latency of real short prompts, one at a time as the cache does per request.
+  std::vector<std::shared_ptr<Embedder>> embedders;
+  boost::json::array encoders;
+  for (const int threads : intra_ops) {
+    EmbedderConfig ecfg;
+    ecfg.type = embedder_type;
+    ecfg.intra_op_threads = threads;
+    embedders.push_back(make_embedder(ecfg));
+    Embedder& embedder = *embedders.back();
+    for (const auto& p : prompts) embed_one(embedder, p);  // warms caches and the pool
+    std::vector<double> embed_ms;
+    for (int round = 0; round < 3; ++round)
+      for (const auto& p : prompts) {
+        const auto t = Clock::now();
+        embed_one(embedder, p);
+        embed_ms.push_back(ms(Clock::now() - t));
+      }
+    std::cerr << "intra-op " << threads << ": embed p50 " << pct(embed_ms, 0.5) << " ms over " << prompts.size()
+              << " prompts\n";
+    // Single prompts across the range, up to the longest under the target (31 tokens).
     const char* by_length[] = {
         "Why is the sky blue?",
         "What is the difference between TCP and UDP, and when should I use each one?",
         "I am planning a two week trip to Japan in the spring; which cities should I visit first and why?",
         "Can you explain how a hash map handles collisions, what open addressing is, and when chaining is the better "
-        "choice for small tables?"};
+        "choice for small tables in C?"};
     boost::json::array lengths;
     for (const char* p : by_length) {
       std::vector<double> t;
       for (int i = 0; i < 30; ++i) {
         const auto t0 = Clock::now();
-        embed_one(p);
+        embed_one(embedder, p);
         t.push_back(ms(Clock::now() - t0));
       }
       t.erase(t.begin(), t.begin() + 5);
       lengths.push_back(boost::json::object{
           {"prompt", p}, {"tokens", tok.encode(p, 512).size()}, {"p50_ms", pct(t, 0.5)}, {"p99_ms", pct(t, 0.99)}});
     }
-    out["embed_by_length"] = std::move(lengths);
+    encoders.push_back(boost::json::object{{"embedder", embedder.name()},
+                                           {"intra_op_threads", threads},
+                                           {"n", embed_ms.size()},
+                                           {"p50_ms", pct(embed_ms, 0.5)},
+                                           {"p99_ms", pct(embed_ms, 0.99)},
+                                           {"by_length", std::move(lengths)}});
   }
+  out["embed"] = std::move(encoders);
 
   boost::json::array runs;
   for (const auto n : sizes) {
@@ -306,28 +321,42 @@ int main(int argc, char** argv) {
     // Separate loops: a flat scan between two lookups would evict the encoder's weights from
     // the caches and charge that to the HNSW lookup.
     // By prompt length too: the encoder's cost grows with it.
-    std::vector<double> e2e_flat, e2e_hnsw;
-    std::vector<double> by_bucket[3];  // HNSW lookups of prompts of < 16, 16-23, 24-31 tokens
-    for (auto* ix : {&hnsw, &flat})
-      for (int round = 0; round < (ix == &hnsw ? 2 : 1); ++round)
-        for (std::size_t i = 0; i < prompts.size(); ++i) {
-          const auto t0 = Clock::now();
-          const auto v = embed_one(prompts[i]);
-          ix->search(1, v.data(), 1);
-          const double took = ms(Clock::now() - t0);
-          (ix == &hnsw ? e2e_hnsw : e2e_flat).push_back(took);
-          if (ix == &hnsw) by_bucket[prompt_tokens[i] < 16 ? 0 : prompt_tokens[i] < 24 ? 1 : 2].push_back(took);
-        }
-    run["e2e_hnsw"] = {{"p50_ms", pct(e2e_hnsw, 0.5)}, {"p99_ms", pct(e2e_hnsw, 0.99)}};
-    boost::json::array buckets;
-    const char* bucket_names[] = {"3-15", "16-23", "24-31"};
-    for (int b = 0; b < 3; ++b)
-      buckets.push_back(boost::json::object{{"tokens", bucket_names[b]},
-                                            {"lookups", by_bucket[b].size()},
-                                            {"p50_ms", pct(by_bucket[b], 0.5)},
-                                            {"p99_ms", pct(by_bucket[b], 0.99)}});
-    run["e2e_hnsw_by_tokens"] = std::move(buckets);
-    run["e2e_flat"] = {{"p50_ms", pct(e2e_flat, 0.5)}, {"p99_ms", pct(e2e_flat, 0.99)}};
+    boost::json::array e2e;
+    for (std::size_t e = 0; e < embedders.size(); ++e) {
+      std::vector<double> e2e_flat, e2e_hnsw, embed_part, search_part;  // the HNSW lookups split
+      std::vector<double> by_bucket[3];  // HNSW lookups of prompts of < 16, 16-23, 24-31 tokens
+      for (auto* ix : {&hnsw, &flat})
+        for (int round = 0; round < (ix == &hnsw ? 2 : 1); ++round)
+          for (std::size_t i = 0; i < prompts.size(); ++i) {
+            const auto t0 = Clock::now();
+            const auto v = embed_one(*embedders[e], prompts[i]);
+            const auto t1 = Clock::now();
+            ix->search(1, v.data(), 1);
+            const auto t2 = Clock::now();
+            const double took = ms(t2 - t0);
+            if (ix == &hnsw) {
+              embed_part.push_back(ms(t1 - t0));
+              search_part.push_back(ms(t2 - t1));
+            }
+            (ix == &hnsw ? e2e_hnsw : e2e_flat).push_back(took);
+            if (ix == &hnsw) by_bucket[prompt_tokens[i] < 16 ? 0 : prompt_tokens[i] < 24 ? 1 : 2].push_back(took);
+          }
+      boost::json::array buckets;
+      const char* bucket_names[] = {"3-15", "16-23", "24-31"};
+      for (int k = 0; k < 3; ++k)
+        buckets.push_back(boost::json::object{{"tokens", bucket_names[k]},
+                                              {"lookups", by_bucket[k].size()},
+                                              {"p50_ms", pct(by_bucket[k], 0.5)},
+                                              {"p99_ms", pct(by_bucket[k], 0.99)}});
+      e2e.push_back(boost::json::object{{"intra_op_threads", intra_ops[e]},
+                                        {"hnsw", {{"p50_ms", pct(e2e_hnsw, 0.5)},
+                                                  {"p99_ms", pct(e2e_hnsw, 0.99)},
+                                                  {"embed_p50_ms", pct(embed_part, 0.5)},
+                                                  {"search_p50_ms", pct(search_part, 0.5)}}},
+                                        {"flat", {{"p50_ms", pct(e2e_flat, 0.5)}, {"p99_ms", pct(e2e_flat, 0.99)}}},
+                                        {"hnsw_by_tokens", std::move(buckets)}});
+    }
+    run["e2e"] = std::move(e2e);
     if (built < n) {
       // The HNSW did not reach n in the budget: still measure exact search over all n.
       FaissVectorIndex all(kDim, icfg, IndexConfig::Type::kFlat);
