@@ -152,15 +152,17 @@ struct MiniLMOptions {
   // A larger embed() call runs as several forward passes of about this many tokens, which bounds
   // the per-call scratch memory (~14 KB per token) whatever the caller sends.
   std::size_t max_pass_tokens = 4096;
-  // Threads one call's dense layers may use (the caller plus intra_op_threads - 1 helpers that
-  // spin briefly between layers, then sleep). 1 runs each call on its caller alone: right when
-  // calls arrive together and keep every core busy; more cuts a lone call's latency on a host
-  // with idle cores. Results are identical either way.
+  // Threads one call's dense layers and attention heads may use (the caller plus
+  // intra_op_threads - 1 helpers that spin briefly between layers, then sleep). 1 runs each call
+  // on its caller alone: right when calls arrive together and keep every core busy; more cuts a
+  // lone call's latency on a host with idle cores (2 halves it for prompts of 8 to 31 tokens,
+  // bench/RESULTS.md). Results are identical either way.
   int intra_op_threads = 1;
 };
 
-// name() is "minilm", dim() the hidden size. embed() is thread-safe (all scratch is per call),
-// throws std::runtime_error when the deadline has passed before or during the forward pass.
+// name() is "minilm", dim() the hidden size. embed() is thread-safe (scratch is per call, or per
+// thread for short prompts), throws std::runtime_error when the deadline has passed before or
+// during the forward pass.
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options = {});
 std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel> model,
                                                const MiniLMOptions& options = {});
