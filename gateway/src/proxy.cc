@@ -299,19 +299,31 @@ void Session::attempt_failed(const std::string& reason, bool before_response, bo
   send_error(error_with_status(502, "upstream failed (" + reason + ")", "upstream_error"));
 }
 
-// While the replica works, a read on the client socket notices a client that hangs up, so
-// its upstream request is cancelled and the slot freed without waiting for the answer.
+// While the replica works, a wait on the client socket notices a client that hangs up, so its
+// upstream request is cancelled and the slot freed without waiting for the answer. It waits for
+// readability rather than reading: a read started now would almost always find nothing (one
+// wasted syscall per request); when the socket turns readable, one non-blocking read tells a
+// hang-up from a pipelined request.
 void Session::watch_client() {
   if (watching_) return;
   watching_ = true;
-  stream_.expires_never();  // affects only this read; writes set their own timeouts
-  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  stream_.expires_never();  // affects only this wait; writes set their own timeouts
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
     self->watching_ = false;
     if (!ec) {
-      self->buffer_.commit(n);  // a pipelined request: keep it for later, stop watching
-    } else if (self->resume_after_watch_) {
-      // Cancelled on purpose: the response is done and the next request may be read.
-    } else if (self->ctx_ && self->awaiting_upstream_) {
+      auto& socket = self->stream_.socket();
+      beast::error_code read_ec;
+      socket.non_blocking(true, read_ec);
+      const std::size_t n = read_ec ? 0 : socket.read_some(self->buffer_.prepare(4096), read_ec);
+      if (!read_ec) {
+        self->buffer_.commit(n);  // a pipelined request: keep it for later, stop watching
+      } else if (read_ec == net::error::would_block || read_ec == net::error::try_again) {
+        if (!self->resume_after_watch_) return self->watch_client();  // woke without data: wait again
+      } else {
+        ec = read_ec;  // end of stream or reset: the client is gone
+      }
+    }
+    if (ec && !self->resume_after_watch_ && self->ctx_ && self->awaiting_upstream_) {
       ++self->gen_;  // orphan the upstream handlers still in flight
       self->impl_->stats.local_reply("client_disconnected");
       if (self->waiting_in_queue_) {
@@ -320,6 +332,8 @@ void Session::watch_client() {
       }
       return self->close();
     }
+    // Otherwise cancelled on purpose (the response is done and the next request may be read),
+    // or the client went away after its answer: the next read finds out.
     if (self->resume_after_watch_) {
       self->resume_after_watch_ = false;
       self->wait_for_request();

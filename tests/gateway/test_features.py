@@ -2,6 +2,7 @@
 health, reloads, drain, metrics, auth, and the official openai SDK."""
 import json
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -75,6 +76,51 @@ def test_keep_alive(env):
     finally:
         gw.close()
         up.close()
+
+
+def _read_response(sock, buf):
+    """One HTTP/1.1 response with a Content-Length from a raw socket: (status, body, rest)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed before a response head"
+        buf += chunk
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    length = next(int(l.split(":", 1)[1]) for l in lines if l.lower().startswith("content-length:"))
+    while len(buf) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed inside a body"
+        buf += chunk
+    return int(lines[0].split()[1]), buf[:length], buf[length:]
+
+
+def test_pipelined_requests(env):
+    # The second request arrives while the first waits on the model: the gateway's watch for
+    # a client hang-up must keep it as the next request, not take it for a disconnect.
+    sim = Sim(env.sim, "--ttft-ms", "300", "--tpot-ms", "1", "--echo")
+    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
+    try:
+        host, port = gw.url.removeprefix("http://").split(":")
+        raw = b""
+        for word in ("first", "second", "third"):
+            body = json.dumps(chat("sim", f"{word} prompt", max_tokens=4)).encode()
+            raw += (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(raw[:len(raw) // 3 + 10])  # all of the first request and a bit of the second
+            time.sleep(0.1)
+            sock.sendall(raw[len(raw) // 3 + 10:])
+            buf = b""
+            for word in ("first", "second", "third"):
+                status, body, buf = _read_response(sock, buf)
+                assert status == 200, body
+                text = json.loads(body)["choices"][0]["message"]["content"]
+                assert text.startswith(f"{word} prompt"), (word, text)
+        entries = wait_until(lambda: len(gw.access_entries()) == 3 and gw.access_entries(), what="access log")
+        assert [e["status"] for e in entries] == [200, 200, 200], entries
+    finally:
+        gw.close()
+        sim.close()
 
 
 def test_load_balancing_spread(env):
