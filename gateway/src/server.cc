@@ -113,6 +113,13 @@ void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
   });
 }
 
+void arm_anchor(net::steady_timer& anchor) {
+  anchor.expires_after(std::chrono::seconds(1));
+  anchor.async_wait([&anchor](beast::error_code ec) {
+    if (!ec) arm_anchor(anchor);
+  });
+}
+
 }  // namespace
 
 Gateway::Gateway(std::shared_ptr<const GatewayConfig> config) : impl_(std::make_shared<Impl>(std::move(config))) {}
@@ -162,6 +169,7 @@ void Gateway::start() {
   do_accept(impl_);
   start_health_probes(impl_);
   for (auto& w : impl_->workers) {
+    arm_anchor(w->anchor);
     w->thread = std::thread([&ioc = w->ioc] {
       auto guard = net::make_work_guard(ioc);
       ioc.run();
