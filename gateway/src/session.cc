@@ -73,6 +73,14 @@ void Session::read_header() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   parser_->body_limit(config_->limits.max_body_bytes);
+  // Usually one read has brought the whole request: parse it from the buffer here rather than
+  // through async_read_header, whose immediate completion would be queued behind a poll of the
+  // reactor. Only a head still incomplete waits for more bytes.
+  if (buffer_.size() > 0) {
+    beast::error_code ec;
+    buffer_.consume(parser_->put(buffer_.data(), ec));
+    if (ec != http::error::need_more) return on_header(ec);
+  }
   stream_.expires_after(secs(config_->timeouts.header_read_s));
   http::async_read_header(stream_, buffer_, *parser_,
                           [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
@@ -100,6 +108,18 @@ void Session::on_header(beast::error_code ec) {
     impl_->stats.local_reply("bad_http");
     return send_error(bad_request("malformed HTTP request: " + ec.message(), "", "bad_http"), true);
   }
+  // The body's bytes that came with the head, parsed here for the same reason.
+  while (!parser_->is_done() && buffer_.size() > 0) {
+    const std::size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (ec) return on_body(ec);
+    if (used == 0) break;
+  }
+  if (parser_->is_done()) return on_body({});
   auto read_body = [self = shared_from_this()] {
     self->stream_.expires_after(secs(self->config_->timeouts.body_read_s));
     http::async_read(self->stream_, self->buffer_, *self->parser_,
