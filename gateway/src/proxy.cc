@@ -211,6 +211,22 @@ void Session::on_upstream_head(beast::error_code ec) {
 }
 
 void Session::read_upstream_body() {
+  // The bytes that came with the head (usually the whole body) are parsed here: async_read_some
+  // would queue its immediate completion behind a poll of the reactor.
+  while (!up_parser_->is_done() && up_buffer_.size() > 0) {
+    up_parser_->get().body().data = up_chunk_.data();
+    up_parser_->get().body().size = up_chunk_.size();
+    beast::error_code ec;
+    const std::size_t used = up_parser_->put(up_buffer_.data(), ec);
+    up_buffer_.consume(used);
+    const auto got = up_chunk_.size() - up_parser_->get().body().size;
+    up_body_.append(up_chunk_.data(), got);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec == http::error::need_more) break;
+    if (ec) return attempt_failed("body_read_failed", false, false);
+    if (up_body_.size() > config_->limits.max_upstream_body_bytes) return upstream_body_too_large();
+    if (used == 0 && got == 0) break;
+  }
   if (up_parser_->is_done()) return on_upstream_body({});
   up_parser_->get().body().data = up_chunk_.data();
   up_parser_->get().body().size = up_chunk_.size();
