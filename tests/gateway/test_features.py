@@ -116,6 +116,14 @@ def test_pipelined_requests(env):
                 assert status == 200, body
                 text = json.loads(body)["choices"][0]["message"]["content"]
                 assert text.startswith(f"{word} prompt"), (word, text)
+            # Replies the gateway answers itself, 200 pipelined in one write: each is written as
+            # soon as it is ready, and the chain of them must neither overflow the stack nor
+            # lose or reorder one.
+            paths = ["/healthz" if i % 2 else "/nope" for i in range(200)]
+            sock.sendall(b"".join(f"GET {p} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() for p in paths))
+            for p in paths:
+                status, body, buf = _read_response(sock, buf)
+                assert status == (200 if p == "/healthz" else 404), (p, status, body)
         entries = wait_until(lambda: len(gw.access_entries()) == 3 and gw.access_entries(), what="access log")
         assert [e["status"] for e in entries] == [200, 200, 200], entries
     finally:
