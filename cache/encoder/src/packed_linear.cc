@@ -176,13 +176,17 @@ void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, fl
 void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bias, float* y,
                               IntraOpPool* pool) const {
   const std::size_t pairs = (in_ + 1) / 2;
-  // Reused per thread: a fresh vector per product was an allocation 24 times a forward pass.
-  // The pool's helpers read the caller's copy through `xb` (a thread_local named inside the
-  // lambda would be the helper's own).
-  thread_local std::vector<std::uint32_t> xp;
-  xp.resize(rows * pairs);
-  const std::uint32_t* xb = xp.data();
-  for (std::size_t r = 0; r < rows; ++r) rows_to_bf16(x + r * in_, in_, xp.data() + r * pairs);
+  // Short prompts reuse the thread's block (a fresh vector per product was an allocation 24
+  // times a forward pass); big batches allocate, so no thread keeps their size for good. The
+  // pool's helpers read the caller's copy through `xb` (a thread_local named inside the lambda
+  // would be the helper's own).
+  constexpr std::size_t kReusedWords = std::size_t{1} << 16;  // 256 KiB: 85 rows of 1,536
+  thread_local std::vector<std::uint32_t> reused;
+  std::vector<std::uint32_t> fresh;
+  std::vector<std::uint32_t>& xp = rows * pairs <= kReusedWords ? reused : fresh;
+  if (xp.size() < rows * pairs) xp.resize(rows * pairs);
+  std::uint32_t* xb = xp.data();
+  for (std::size_t r = 0; r < rows; ++r) rows_to_bf16(x + r * in_, in_, xb + r * pairs);
   // Rows split into equal tiles (9 rows run as 5 + 4, not 8 + 1): a thin tile pays a full pass
   // over the panel for few multiply-adds.
   const std::size_t tiles = (rows + kRowsBf16 - 1) / kRowsBf16;
