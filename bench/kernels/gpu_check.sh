@@ -5,13 +5,14 @@
 # when the budget runs out:
 #   1. configure + build (Release, CUDA on) the kernels tests and the benchmark driver
 #   2. ctest -R '^kernels\.' and the GPU test binary with a gtest JSON report
-#   3. benchmarks -> JSON: encoder (GPU vs CPU), search at 100k + 1M (GPU, FAISS flat; HNSW at
+#   3. compute-sanitizer memcheck (all GPU tests) and racecheck (search + ops kernels)
+#   4. benchmarks -> JSON: encoder (GPU vs CPU), search at 100k + 1M (GPU, FAISS flat; HNSW at
 #      100k), search at 10M (GPU, FAISS flat; no HNSW: construction would take too long)
-#   4. compute-sanitizer memcheck (all GPU tests) and racecheck (search + ops kernels)
 #   5. with the budget left: FAISS HNSW at 1M (CPU only)
 # --skip-gpu runs the same flow without a device: CPU-only quick bench, no sanitizers.
 # --prebuilt DIR uses binaries built elsewhere (pack_for_device.sh): no configure, build or ctest.
-# Options: --skip-gpu --no-encoder --prebuilt DIR --build-dir DIR --build-type TYPE --jobs N --budget SECONDS --batches LIST
+# --no-cpu-peers stops before step 5 (FAISS flat at 10M, HNSW at 1M: minutes of CPU time).
+# Options: --skip-gpu --no-encoder --no-cpu-peers --prebuilt DIR --build-dir DIR --build-type TYPE --jobs N --budget SECONDS --batches LIST
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -22,12 +23,14 @@ JOBS="$(nproc)"
 BUDGET=570
 SKIP_GPU=0
 ENCODER=1
+CPU_PEERS=1
 PREBUILT=""
 BATCHES=1,16,64
 while (($#)); do
   case "$1" in
     --skip-gpu) SKIP_GPU=1 ;;
     --no-encoder) ENCODER=0 ;;
+    --no-cpu-peers) CPU_PEERS=0 ;;
     --prebuilt) PREBUILT="$2"; shift ;;
     --batches) BATCHES="$2"; shift ;;
     --build-dir) BUILD="$2"; shift ;;
@@ -111,6 +114,20 @@ if [[ -x "$BIN/tidegate_kernels_gpu_tests" ]]; then
   done
 fi
 
+# Sanitizers right after the tests: they take seconds and are what a short lease must not miss.
+if ((SKIP_GPU == 0)); then
+  if [[ -n "$SANITIZER" ]]; then
+    step memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 7 \
+      "$BIN/tidegate_kernels_gpu_tests"
+    for plan in "${PLANS[@]}"; do
+      step "racecheck_$plan" 90 env TIDEGATE_GPU_SEARCH_PLAN="$plan" "$SANITIZER" --tool racecheck --error-exitcode 7 \
+        "$BIN/tidegate_kernels_gpu_tests" --gtest_filter='GpuFlatIndex.*:GpuOps.*'
+    done
+  else
+    STEPS+=("{\"step\":\"compute-sanitizer\",\"status\":\"not installed (looked in /usr/local/cuda and PATH)\"}")
+  fi
+fi
+
 if ((SKIP_GPU)); then
   step bench_cpu_only 120 "$BIN/tidegate_kernels_bench" --cpu-only --quick --out "$OUT/bench_cpu_only.json"
   exit 0
@@ -133,16 +150,7 @@ step bench_search_10m 90 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 1000
 step bench_search_10m_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/tidegate_kernels_bench" --no-encoder \
   --sizes 10000000 --hnsw-max 0 --faiss-flat-max 0 --batches "$BATCHES" --out "$OUT/bench_search_10m_buffered.json"
 
-if [[ -n "$SANITIZER" ]]; then
-  step memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 7 \
-    "$BIN/tidegate_kernels_gpu_tests"
-  for plan in "${PLANS[@]}"; do
-    step "racecheck_$plan" 90 env TIDEGATE_GPU_SEARCH_PLAN="$plan" "$SANITIZER" --tool racecheck --error-exitcode 7 \
-      "$BIN/tidegate_kernels_gpu_tests" --gtest_filter='GpuFlatIndex.*:GpuOps.*'
-  done
-else
-  STEPS+=("{\"step\":\"compute-sanitizer\",\"status\":\"not installed (looked in /usr/local/cuda and PATH)\"}")
-fi
+((CPU_PEERS)) || exit 0
 # With the budget left, the slow CPU peers: FAISS flat at 10M, then HNSW at 1M (construction alone
 # takes minutes).
 step bench_search_10m_faiss 120 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --sizes 10000000 --hnsw-max 0 \
