@@ -19,6 +19,7 @@ class CacheFilter final : public gateway::RequestFilter {
       : cache_(std::move(cache)), price_hit_(std::move(price_hit)) {}
 
   void pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) override;
+  bool reads_request_headers() const override { return true; }  // Cache-Control, x-tidegate-cache*
   void on_complete(const gateway::RequestContext& ctx) override;
 
   // Attribute names other filters read (the cost filter prices a hit from these).

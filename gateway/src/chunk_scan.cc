@@ -2,6 +2,10 @@
 
 #include <charconv>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tidegate::gateway {
 namespace {
 
@@ -23,6 +27,27 @@ void append_utf8(std::string& out, std::uint32_t cp) {
     out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
     out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
+}
+
+// The first index at or after i holding '"', '\\' or a control character, or s.size(): where
+// a string's plain run ends. Sixteen bytes per step; a completion's text is most of its bytes.
+std::size_t plain_run_end(std::string_view s, std::size_t i) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i max_control = _mm_set1_epi8(0x1f);
+  for (; i + 16 <= s.size(); i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(v, max_control), v);  // unsigned v <= 0x1f
+    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
+    if (const int mask = _mm_movemask_epi8(stop)) return i + static_cast<std::size_t>(__builtin_ctz(mask));
+  }
+#endif
+  for (; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\' || c < 0x20) return i;
+  }
+  return i;
 }
 
 int hex4(std::string_view s, std::size_t i) {  // -1 if not four hex digits
@@ -99,7 +124,7 @@ class Scanner {
     if (!eat('"')) return false;
     const auto begin = p_;
     bool escaped = false;
-    while (p_ < s_.size()) {
+    while ((p_ = plain_run_end(s_, p_)) < s_.size()) {
       const auto c = static_cast<unsigned char>(s_[p_]);
       if (c == '"') {
         out.raw = s_.substr(begin, p_ - begin);
@@ -109,11 +134,7 @@ class Scanner {
         return true;
       }
       if (c < 0x20) return false;
-      if (c != '\\') {
-        ++p_;
-        continue;
-      }
-      escaped = true;
+      escaped = true;  // c is a backslash
       if (++p_ >= s_.size()) return false;
       const char e = s_[p_];
       if (e == 'u') {

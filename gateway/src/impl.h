@@ -22,6 +22,12 @@ namespace tidegate::gateway {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
+// Connections name their loop's executor type rather than the type-erased any_io_executor:
+// every async step copies, tracks and destroys the handler's executor, and the erased one
+// costs an indirect call for each.
+using Executor = net::io_context::executor_type;
+using Socket = net::basic_stream_socket<tcp, Executor>;
+using TcpStream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 
 class Session;
 
@@ -33,8 +39,8 @@ inline std::chrono::steady_clock::duration secs(double s) {
 // Idle keep-alive connections to replicas, owned by one event loop (no locking).
 class ConnPool final {
  public:
-  std::unique_ptr<beast::tcp_stream> take(std::uint64_t replica_serial);
-  void put(std::uint64_t replica_serial, std::unique_ptr<beast::tcp_stream> conn);
+  std::unique_ptr<TcpStream> take(std::uint64_t replica_serial);
+  void put(std::uint64_t replica_serial, std::unique_ptr<TcpStream> conn);
   static constexpr std::size_t kMaxIdlePerReplica = 256;
   // Servers close idle keep-alive connections after seconds (uvicorn: 5 s), not sooner: a
   // connection idle for less than this is used without the peek (one syscall per request
@@ -44,7 +50,7 @@ class ConnPool final {
  private:
   struct Idle {
     std::chrono::steady_clock::time_point since;
-    std::unique_ptr<beast::tcp_stream> conn;
+    std::unique_ptr<TcpStream> conn;
   };
   std::unordered_map<std::uint64_t, std::vector<Idle>> idle_;
 };
@@ -56,10 +62,15 @@ struct Worker {
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
   std::thread thread;
   net::io_context ioc{1};
-  // Re-armed every second so that it always expires first. Asio reprograms the loop's kernel
+  // Re-armed every tick so that it always expires first. Asio reprograms the loop's kernel
   // timer (one timerfd_settime) whenever a new timer becomes the earliest, which a lone
   // connection's per-operation timeouts otherwise do four times a request.
   net::steady_timer anchor{ioc};
+  static constexpr std::chrono::milliseconds kTick{250};
+  // Sessions whose request went upstream since the last tick. The tick starts their client
+  // hang-up watch (Session::watch_if_waiting): most requests are answered within a tick and
+  // never pay for one (an epoll_ctl and a cancelled wait per request).
+  std::vector<std::weak_ptr<Session>> unwatched;
   ConnPool conns;
 };
 
@@ -89,6 +100,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   GatewayStats stats;
   Upstreams upstreams;
   std::vector<std::shared_ptr<RequestFilter>> filters;
+  bool copy_request_headers = false;  // some filter reads RequestContext::request_headers
   std::vector<Route> routes;
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<tcp::acceptor> acceptor;

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,7 +40,9 @@ struct ParsedRequest {
   // Body to send upstream: the client's bytes untouched unless include_usage had to be added.
   std::string upstream_body;
   bool usage_injected = false;
-  boost::json::value json;  // the parsed body, for filters (cache key, prompt text)
+  // The parsed body, for filters (cache key, prompt text). Held by pointer: its nodes live in
+  // their own arena, and assigning a value across storages would copy it node by node.
+  std::shared_ptr<const boost::json::value> json;
 };
 
 // Validates what routing needs and builds the upstream body. Returns an error for bad JSON,

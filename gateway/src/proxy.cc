@@ -9,7 +9,7 @@ namespace tidegate::gateway {
 namespace {
 
 // A pooled connection the server already closed reads as EOF without blocking.
-bool peer_closed(beast::tcp_stream& s) {
+bool peer_closed(TcpStream& s) {
   char c;
   const auto n = ::recv(s.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
@@ -17,7 +17,7 @@ bool peer_closed(beast::tcp_stream& s) {
 
 }  // namespace
 
-std::unique_ptr<beast::tcp_stream> ConnPool::take(std::uint64_t serial) {
+std::unique_ptr<TcpStream> ConnPool::take(std::uint64_t serial) {
   auto it = idle_.find(serial);
   if (it == idle_.end()) return nullptr;
   const auto now = std::chrono::steady_clock::now();
@@ -30,7 +30,7 @@ std::unique_ptr<beast::tcp_stream> ConnPool::take(std::uint64_t serial) {
   return nullptr;
 }
 
-void ConnPool::put(std::uint64_t serial, std::unique_ptr<beast::tcp_stream> conn) {
+void ConnPool::put(std::uint64_t serial, std::unique_ptr<TcpStream> conn) {
   auto& v = idle_[serial];
   if (v.size() < kMaxIdlePerReplica) v.push_back({std::chrono::steady_clock::now(), std::move(conn)});
 }
@@ -43,7 +43,7 @@ double Session::upstream_budget_s(double step_s) const {
 void Session::proxy() {
   ++gen_;
   awaiting_upstream_ = true;
-  watch_client();
+  worker_.unwatched.push_back(weak_from_this());
   pool_ = impl_->upstreams.find(ctx_->model);
   if (!pool_) return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
   std::weak_ptr<Session> weak = shared_from_this();
@@ -109,7 +109,7 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
   replica_ = std::move(replica);
   ctx_->replica_id = replica_->id;
   ctx_->replica_class = replica_->replica_class;
-  tried_.insert(replica_->serial);
+  tried_.push_back(replica_->serial);
   ++attempts_;
   if (!fresh_connection)  // a stale pooled connection retried is the same try
     for (auto& f : impl_->filters) f->on_attempt_start(*ctx_);
@@ -121,7 +121,7 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
 }
 
 void Session::connect(const ReplicaPtr& replica) {
-  upstream_ = std::make_unique<beast::tcp_stream>(stream_.get_executor());
+  upstream_ = std::make_unique<TcpStream>(stream_.get_executor());
   beast::error_code ec;
   const auto addr = net::ip::make_address(replica->host, ec);
   if (ec) {
@@ -190,7 +190,7 @@ void Session::send_upstream() {
 void Session::on_upstream_head(beast::error_code ec) {
   if (ec) return attempt_failed(ec == beast::error::timeout ? "first_byte_timeout" : "read_failed", true,
                                 ec == beast::error::timeout);
-  const int status = up_parser_->get().result_int();
+  const int status = up_parser_->status();
   if (status >= 500 && attempts_ <= config_->max_retries) {
     // Retry only if another replica can take it right now; else relay the upstream's answer.
     if (auto next = pool_->try_acquire(tried_)) {
@@ -201,7 +201,7 @@ void Session::on_upstream_head(beast::error_code ec) {
       return start_attempt(std::move(next), false);
     }
   }
-  const auto ct = up_parser_->get()[http::field::content_type];
+  const auto ct = up_parser_->content_type();
   if (status == 200 && ct.find("text/event-stream") != std::string_view::npos) return start_stream();
   up_body_.clear();
   // A declared length over the cap fails before reading anything.
@@ -214,12 +214,12 @@ void Session::read_upstream_body() {
   // The bytes that came with the head (usually the whole body) are parsed here: async_read_some
   // would queue its immediate completion behind a poll of the reactor.
   while (!up_parser_->is_done() && up_buffer_.size() > 0) {
-    up_parser_->get().body().data = up_chunk_.data();
-    up_parser_->get().body().size = up_chunk_.size();
+    up_parser_->body().data = up_chunk_.data();
+    up_parser_->body().size = up_chunk_.size();
     beast::error_code ec;
     const std::size_t used = up_parser_->put(up_buffer_.data(), ec);
     up_buffer_.consume(used);
-    const auto got = up_chunk_.size() - up_parser_->get().body().size;
+    const auto got = up_chunk_.size() - up_parser_->body().size;
     up_body_.append(up_chunk_.data(), got);
     if (ec == http::error::need_buffer) ec = {};
     if (ec == http::error::need_more) break;
@@ -228,13 +228,13 @@ void Session::read_upstream_body() {
     if (used == 0 && got == 0) break;
   }
   if (up_parser_->is_done()) return on_upstream_body({});
-  up_parser_->get().body().data = up_chunk_.data();
-  up_parser_->get().body().size = up_chunk_.size();
+  up_parser_->body().data = up_chunk_.data();
+  up_parser_->body().size = up_chunk_.size();
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.between_chunks_s)));
   http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g != self->gen_) return;
     if (ec == http::error::need_buffer) ec = {};
-    const auto got = self->up_chunk_.size() - self->up_parser_->get().body().size;
+    const auto got = self->up_chunk_.size() - self->up_parser_->body().size;
     self->up_body_.append(self->up_chunk_.data(), got);
     if (!ec && self->up_body_.size() > self->config_->limits.max_upstream_body_bytes) return self->upstream_body_too_large();
     if (ec) return self->attempt_failed(ec == beast::error::timeout ? "body_timeout" : "body_read_failed", false,
@@ -258,14 +258,14 @@ void Session::upstream_body_too_large() {
 
 void Session::on_upstream_body(beast::error_code) {
   upstream_end_ = Clock::now();
-  const int status = up_parser_->get().result_int();
+  const int status = up_parser_->status();
   summarize_response_body(up_body_, summary_);
   ctx_->prompt_tokens = summary_.prompt_tokens;
   ctx_->completion_tokens = summary_.completion_tokens;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
   ctx_->complete = status < 400;
-  const bool reusable = up_parser_->get().keep_alive() && up_buffer_.size() == 0;
+  const bool reusable = up_parser_->keep_alive() && up_buffer_.size() == 0;
   const auto serial = replica_->serial;
   if (status >= 500) impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
   release_replica(status >= 500 ? Outcome::kFailure : Outcome::kSuccess);
@@ -273,7 +273,7 @@ void Session::on_upstream_body(beast::error_code) {
   drop_upstream();
   LocalReply r;
   r.status = status;
-  r.content_type = std::string(up_parser_->get()[http::field::content_type]);
+  r.content_type = std::string(up_parser_->content_type());
   if (r.content_type.empty()) r.content_type = "application/json";
   r.body = std::move(up_body_);
   up_body_.clear();
@@ -315,11 +315,16 @@ void Session::attempt_failed(const std::string& reason, bool before_response, bo
   send_error(error_with_status(502, "upstream failed (" + reason + ")", "upstream_error"));
 }
 
+void Session::watch_if_waiting() {
+  if (awaiting_upstream_ && ctx_) watch_client();
+}
+
 // While the replica works, a wait on the client socket notices a client that hangs up, so its
-// upstream request is cancelled and the slot freed without waiting for the answer. It waits for
-// readability rather than reading: a read started now would almost always find nothing (one
-// wasted syscall per request); when the socket turns readable, one non-blocking read tells a
-// hang-up from a pipelined request.
+// upstream request is cancelled and the slot freed without waiting for the answer. The worker's
+// tick starts it, so only requests that outlive a tick pay for it; the wait re-arms the socket
+// in epoll, which reports a hang-up that came before it too. It waits for readability rather
+// than reading: a read would almost always find nothing (one wasted syscall); when the socket
+// turns readable, one non-blocking read tells a hang-up from a pipelined request.
 void Session::watch_client() {
   if (watching_) return;
   watching_ = true;

@@ -42,18 +42,22 @@ bool ReplicaPool::any_routable_locked() const {
   return std::any_of(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return routable(*r); });
 }
 
-ReplicaPtr ReplicaPool::pick_locked(const std::set<std::uint64_t>& exclude) {
-  std::vector<Candidate> candidates;
-  std::vector<ReplicaPtr> refs;
-  for (const auto& r : replicas_) {
-    if (!routable(*r) || r->outstanding >= config_.max_concurrency_per_replica || exclude.count(r->serial)) continue;
-    candidates.push_back(Candidate{r->outstanding, r->weight});
-    refs.push_back(r);
+ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude) {
+  candidates_.clear();
+  candidate_index_.clear();
+  for (std::size_t i = 0; i < replicas_.size(); ++i) {
+    const auto& r = *replicas_[i];
+    if (!routable(r) || r.outstanding >= config_.max_concurrency_per_replica ||
+        std::find(exclude.begin(), exclude.end(), r.serial) != exclude.end())
+      continue;
+    candidates_.push_back(Candidate{r.outstanding, r.weight});
+    candidate_index_.push_back(i);
   }
-  const int i = balancer_.pick(config_.balancer, candidates);
+  const int i = balancer_.pick(config_.balancer, candidates_);
   if (i < 0) return nullptr;
-  refs[static_cast<std::size_t>(i)]->outstanding++;
-  return refs[static_cast<std::size_t>(i)];
+  auto& chosen = replicas_[candidate_index_[static_cast<std::size_t>(i)]];
+  chosen->outstanding++;
+  return chosen;
 }
 
 ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant) {
@@ -61,14 +65,14 @@ ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant) {
   if (!any_routable_locked() && !config_.queue.hold_when_empty) return {Status::kNoReplica, nullptr, 0};
   // FIFO fairness: newcomers do not overtake waiters.
   if (queue_.empty()) {
-    if (auto r = pick_locked({})) return {Status::kGranted, std::move(r), 0};
+    if (auto r = pick_locked()) return {Status::kGranted, std::move(r), 0};
   }
   const auto ticket = queue_.push(std::move(on_grant), Clock::now());
   if (!ticket) return {Status::kQueueFull, nullptr, 0};
   return {Status::kQueued, nullptr, *ticket};
 }
 
-ReplicaPtr ReplicaPool::try_acquire(const std::set<std::uint64_t>& exclude) {
+ReplicaPtr ReplicaPool::try_acquire(std::span<const std::uint64_t> exclude) {
   std::lock_guard lock(mu_);
   return pick_locked(exclude);
 }
@@ -80,7 +84,7 @@ bool ReplicaPool::cancel(std::uint64_t ticket) {
 
 void ReplicaPool::dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants) {
   while (!queue_.empty()) {
-    auto r = pick_locked({});
+    auto r = pick_locked();
     if (!r) break;
     auto grant = queue_.pop(Clock::now());
     grants.emplace_back(std::move(*grant), std::move(r));

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,7 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   // A slot now, a place in the queue (on_grant fires later), or a refusal.
   Acquired acquire(Grant on_grant);
   // Retries: a slot now on a replica not in `exclude`, never queued.
-  ReplicaPtr try_acquire(const std::set<std::uint64_t>& exclude);
+  ReplicaPtr try_acquire(std::span<const std::uint64_t> exclude);
   // True when the ticket was still queued (no grant will come).
   bool cancel(std::uint64_t ticket);
   void release(const ReplicaPtr& replica, Outcome outcome);
@@ -81,7 +82,7 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
 
  private:
   bool routable(const Replica& r) const;
-  ReplicaPtr pick_locked(const std::set<std::uint64_t>& exclude);
+  ReplicaPtr pick_locked(std::span<const std::uint64_t> exclude = {});
   // Hands freed capacity to queued waiters; returns the grants to run unlocked.
   void dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants);
   void run(std::vector<std::pair<Grant, ReplicaPtr>>& grants, std::vector<std::function<void()>>& drained);
@@ -93,6 +94,9 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   std::vector<ReplicaPtr> replicas_;
   AdmissionQueue<Grant> queue_;
   Balancer balancer_;
+  // pick_locked's scratch, kept between picks so that choosing a replica allocates nothing.
+  std::vector<Candidate> candidates_;
+  std::vector<std::size_t> candidate_index_;
 };
 
 }  // namespace tidegate::gateway

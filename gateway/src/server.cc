@@ -33,10 +33,13 @@ std::string Gateway::Impl::next_request_id() {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  char out[32];
-  const int len = std::snprintf(out, sizeof out, "%016llx%08llx", static_cast<unsigned long long>(z),
-                                static_cast<unsigned long long>(n & 0xffffffff));
-  return std::string(out, static_cast<std::size_t>(len));
+  // 16 hex digits of the mix, then the counter's low 32 bits (8 digits).
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(24, '0');
+  for (int i = 15; i >= 0; --i, z >>= 4) out[static_cast<std::size_t>(i)] = kHex[z & 0xf];
+  std::uint64_t low = n & 0xffffffffu;
+  for (int i = 23; i >= 16; --i, low >>= 4) out[static_cast<std::size_t>(i)] = kHex[low & 0xf];
+  return out;
 }
 
 void Gateway::Impl::access_log(const RequestContext& ctx, const std::string& method) {
@@ -89,7 +92,7 @@ namespace {
 void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
   if (!impl->acceptor || !impl->acceptor->is_open()) return;
   auto& worker = *impl->workers[impl->next_worker++ % impl->workers.size()];
-  impl->acceptor->async_accept(worker.ioc, [impl, &worker](beast::error_code ec, tcp::socket socket) {
+  impl->acceptor->async_accept(worker.ioc, [impl, &worker](beast::error_code ec, Socket socket) {
     if (ec == net::error::operation_aborted) return;
     if (!ec) {
       const auto cfg = impl->config();
@@ -113,10 +116,15 @@ void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
   });
 }
 
-void arm_anchor(net::steady_timer& anchor) {
-  anchor.expires_after(std::chrono::seconds(1));
-  anchor.async_wait([&anchor](beast::error_code ec) {
-    if (!ec) arm_anchor(anchor);
+void arm_anchor(Worker& w) {
+  w.anchor.expires_after(Worker::kTick);
+  w.anchor.async_wait([&w](beast::error_code ec) {
+    if (ec) return;
+    auto batch = std::move(w.unwatched);
+    w.unwatched.clear();
+    for (auto& weak : batch)
+      if (auto s = weak.lock()) s->watch_if_waiting();
+    arm_anchor(w);
   });
 }
 
@@ -134,7 +142,10 @@ Gateway::~Gateway() {
   if (impl_->access_fd > 2) ::close(impl_->access_fd);
 }
 
-void Gateway::add_filter(std::shared_ptr<RequestFilter> filter) { impl_->filters.push_back(std::move(filter)); }
+void Gateway::add_filter(std::shared_ptr<RequestFilter> filter) {
+  if (filter->reads_request_headers()) impl_->copy_request_headers = true;
+  impl_->filters.push_back(std::move(filter));
+}
 
 void Gateway::add_route(std::string method, std::string path_prefix, RouteHandler handler, bool admin_only) {
   impl_->routes.push_back(Route{std::move(method), std::move(path_prefix), std::move(handler), admin_only});
@@ -169,7 +180,7 @@ void Gateway::start() {
   do_accept(impl_);
   start_health_probes(impl_);
   for (auto& w : impl_->workers) {
-    arm_anchor(w->anchor);
+    arm_anchor(*w);
     w->thread = std::thread([&ioc = w->ioc] {
       auto guard = net::make_work_guard(ioc);
       ioc.run();

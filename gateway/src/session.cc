@@ -5,9 +5,11 @@
 namespace tidegate::gateway {
 namespace {
 
+// Header names are ASCII: no locale lookups per character.
 std::string lower(std::string_view s) {
   std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
   return out;
 }
 
@@ -19,7 +21,7 @@ std::string_view bearer_token(std::string_view auth) {
 
 }  // namespace
 
-Session::Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, tcp::socket socket)
+Session::Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, Socket socket)
     : impl_(std::move(impl)), worker_(worker), stream_(std::move(socket)) {
   // Beast reads at most the buffer's free capacity (512 bytes for a new flat_buffer): without
   // this, a 4 KiB upstream answer took eight reads, each relayed as its own write.
@@ -203,7 +205,7 @@ void Session::handle_request() {
 
 void Session::handle_route(const Route& route) {
   if (route.admin_only && !config_->admin_key.empty() &&
-      !constant_time_equal(bearer_token(req_[http::field::authorization]), config_->admin_key)) {
+      !constant_time_equal(bearer_token(header_value(req_.base(), http::field::authorization)), config_->admin_key)) {
     impl_->stats.local_reply("bad_admin_key");
     return send_error(error_with_status(401, "admin routes need the admin key", "invalid_admin_key"));
   }
@@ -225,15 +227,17 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_ = std::make_shared<RequestContext>();
   ctx_->start = start_;
   ctx_->path = std::string(req_.target());
-  const auto rid = req_["x-request-id"];
+  const auto rid = header_value(req_.base(), "x-request-id");
   ctx_->request_id = (!rid.empty() && rid.size() <= 128) ? std::string(rid) : impl_->next_request_id();
-  for (const auto& f : req_) {
-    if (f.name() == http::field::authorization) continue;  // secrets stay out of filters' hands
-    ctx_->request_headers[lower(f.name_string())] = std::string(f.value());
+  if (impl_->copy_request_headers) {
+    for (const auto& f : req_) {
+      if (f.name() == http::field::authorization) continue;  // secrets stay out of filters' hands
+      ctx_->request_headers[lower(f.name_string())] = std::string(f.value());
+    }
   }
   // Authentication before parsing: unauthenticated clients learn nothing about models.
   if (!config_->api_keys.empty()) {
-    const auto* key = impl_->authenticate(*config_, bearer_token(req_[http::field::authorization]));
+    const auto* key = impl_->authenticate(*config_, bearer_token(header_value(req_.base(), http::field::authorization)));
     if (!key) {
       impl_->stats.local_reply("invalid_api_key");
       ctx_->tenant = "unauthenticated";
@@ -258,7 +262,7 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_->temperature = parsed_->temperature;
   ctx_->n = parsed_->n;
   ctx_->user = parsed_->user;
-  ctx_->body = std::make_shared<const boost::json::value>(std::move(parsed_->json));
+  ctx_->body = std::move(parsed_->json);
   if (!config_->find_model(parsed_->model)) {
     impl_->stats.local_reply("model_not_found");
     ApiError e = error_with_status(404, "the model '" + parsed_->model + "' does not exist", "model_not_found");
@@ -287,9 +291,9 @@ void Session::run_filters(std::size_t index) {
 // measurably cheaper than Beast's generic serializer.
 void Session::send_local(LocalReply reply, bool close) {
   const bool must_close = close || !keep_alive_ || impl_->draining;
-  auto out = std::make_shared<std::pair<std::string, std::string>>();
-  auto& head = out->first;
-  head.reserve(256);
+  // The session's own buffers, reused: one response is written at a time.
+  auto& head = out_head_;
+  head.clear();
   head += "HTTP/1.1 ";
   head += std::to_string(reply.status);
   head += ' ';
@@ -312,16 +316,17 @@ void Session::send_local(LocalReply reply, bool close) {
   add("Content-Length", std::to_string(reply.body.size()));
   add("Connection", must_close ? "close" : "keep-alive");
   head += "\r\n\r\n";
-  if (req_.method() != http::verb::head) out->second = std::move(reply.body);
+  out_body_.clear();
+  if (req_.method() != http::verb::head) out_body_.swap(reply.body);
   awaiting_upstream_ = false;
   if (ctx_) {
     ctx_->status = reply.status;
-    ctx_->bytes_sent = out->second.size();
+    ctx_->bytes_sent = out_body_.size();
     if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
   }
   stream_.expires_after(secs(config_->timeouts.write_s));
-  const std::array<net::const_buffer, 2> bufs{net::buffer(out->first), net::buffer(out->second)};
-  net::async_write(stream_, bufs, [self = shared_from_this(), out, must_close](beast::error_code ec, std::size_t) {
+  const std::array<net::const_buffer, 2> bufs{net::buffer(out_head_), net::buffer(out_body_)};
+  net::async_write(stream_, bufs, [self = shared_from_this(), must_close](beast::error_code ec, std::size_t) {
     self->on_written(must_close, ec);
   });
 }

@@ -5,21 +5,39 @@
 #include <boost/beast/http.hpp>
 
 #include <optional>
-#include <set>
+#include <vector>
 
 #include "impl.h"
 #include "sse.h"
+#include "upstream_parser.h"
 
 namespace tidegate::gateway {
 
 namespace http = beast::http;
 
+// A header's first value, by a walk over the message's few fields comparing the enum (or, for
+// a name Beast has no enum for, the name): basic_fields::operator[] searches its name index
+// with case-insensitive string compares instead, several hundred instructions a lookup.
+inline std::string_view header_value(const http::fields& fields, http::field name) {
+  for (const auto& f : fields)
+    if (f.name() == name) return f.value();
+  return {};
+}
+inline std::string_view header_value(const http::fields& fields, std::string_view name) {
+  for (const auto& f : fields)
+    if (beast::iequals(f.name_string(), name)) return f.value();
+  return {};
+}
+
 class Session final : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, tcp::socket socket);
+  Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, Socket socket);
   ~Session();
   void start();
   void close_if_idle();
+  // From the worker's tick: a request still waiting on its replica starts watching for a client
+  // that hangs up.
+  void watch_if_waiting();
 
  private:
   // --- downstream (session.cc)
@@ -65,11 +83,13 @@ class Session final : public std::enable_shared_from_this<Session> {
 
   std::shared_ptr<Gateway::Impl> impl_;
   Worker& worker_;
-  beast::tcp_stream stream_;
+  TcpStream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> req_;
   std::shared_ptr<const GatewayConfig> config_;  // snapshot for the current request
+  std::string out_head_;  // send_local's response head and body, kept while they are written
+  std::string out_body_;
   bool first_request_ = true;
   bool idle_ = false;
   bool keep_alive_ = true;
@@ -85,11 +105,11 @@ class Session final : public std::enable_shared_from_this<Session> {
   bool waiting_in_queue_ = false;
   Clock::time_point queued_at_;
   int attempts_ = 0;
-  std::set<std::uint64_t> tried_;
-  std::unique_ptr<beast::tcp_stream> upstream_;
+  std::vector<std::uint64_t> tried_;  // replica serials of this request's attempts
+  std::unique_ptr<TcpStream> upstream_;
   bool upstream_reused_ = false;
   beast::flat_buffer up_buffer_;
-  std::optional<http::response_parser<http::buffer_body>> up_parser_;
+  std::optional<UpstreamResponseParser> up_parser_;
   std::string up_head_;  // upstream request head, formatted by hand
   std::array<char, 16384> up_chunk_{};
   std::string up_body_;

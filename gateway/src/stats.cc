@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <charconv>
 #include <cstdio>
 
 #include "upstreams.h"
@@ -42,7 +43,7 @@ GatewayStats::GatewayStats(p::Registry& r)
 void GatewayStats::request_done(const std::string& model, const std::string& tenant, int status, double total_s,
                                 double ttfb_s, double overhead_s) {
   char code[16];
-  const int n = std::snprintf(code, sizeof code, "%d", status);
+  const auto n = std::to_chars(code, code + sizeof code, status).ptr - code;
   std::string key;
   key.reserve(model.size() + tenant.size() + 8);
   key.append(model).append(1, '\x1f').append(tenant).append(1, '\x1f').append(code, static_cast<std::size_t>(n));

@@ -45,8 +45,8 @@ void Session::start_stream() {
 
 void Session::read_stream() {
   if (up_parser_->is_done()) return on_stream_read({});
-  up_parser_->get().body().data = up_chunk_.data();
-  up_parser_->get().body().size = up_chunk_.size();
+  up_parser_->body().data = up_chunk_.data();
+  up_parser_->body().size = up_chunk_.size();
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.between_chunks_s)));
   http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g == self->gen_) self->on_stream_read(ec);
@@ -60,8 +60,8 @@ void Session::on_stream_read(beast::error_code ec) {
   // brought in (more events, the last chunk) is parsed here, so it leaves in the same
   // write. Non-eager puts: nothing parsed is ever held back waiting for the socket.
   while (!ec && !up_parser_->is_done() && up_buffer_.size() > 0) {
-    up_parser_->get().body().data = up_chunk_.data();
-    up_parser_->get().body().size = up_chunk_.size();
+    up_parser_->body().data = up_chunk_.data();
+    up_parser_->body().size = up_chunk_.size();
     const auto used = up_parser_->put(up_buffer_.data(), ec);
     up_buffer_.consume(used);
     if (ec == http::error::need_buffer) ec = {};
@@ -86,8 +86,8 @@ void Session::on_stream_read(beast::error_code ec) {
 // hooks. on_stream_event runs once per batch of events (not per event), and separately
 // for the usage chunk.
 void Session::relay_stream_bytes() {
-  const auto got = up_chunk_.size() - up_parser_->get().body().size;
-  up_parser_->get().body().size = up_chunk_.size();  // consumed
+  const auto got = up_chunk_.size() - up_parser_->body().size;
+  up_parser_->body().size = up_chunk_.size();  // consumed
   if (got == 0) return;
   const bool strip_usage = parsed_->usage_injected;
   const bool hooks = !impl_->filters.empty();
@@ -172,7 +172,7 @@ void Session::finish_stream() {
   ctx_->finish_reason = summary_.finish_reason;
   ctx_->complete = true;
   const auto serial = replica_ ? replica_->serial : 0;
-  const bool reusable = up_parser_->get().keep_alive() && up_buffer_.size() == 0;
+  const bool reusable = up_parser_->keep_alive() && up_buffer_.size() == 0;
   release_replica(Outcome::kSuccess);
   if (reusable && upstream_) worker_.conns.put(serial, std::move(upstream_));
   drop_upstream();

@@ -105,6 +105,7 @@ class TestFilter final : public RequestFilter {
       done(r);
     }).detach();
   }
+  bool reads_request_headers() const override { return true; }
   void on_response_headers(RequestContext& ctx) override { ctx.response_headers.emplace_back("x-tidegate-cost-usd", "0.000123"); }
   void on_attempt_start(RequestContext& ctx) override {
     ctx.extensions["test.attempt"] = std::make_shared<int>(1);

@@ -61,7 +61,9 @@ struct RequestContext {
   std::int64_t n = 1;
   std::string user;
   std::shared_ptr<const boost::json::value> body;  // the parsed request
-  std::map<std::string, std::string> request_headers;  // client headers, names lower-cased
+  // Client headers, names lower-cased, Authorization left out. Copied only when some filter's
+  // reads_request_headers() is true.
+  std::map<std::string, std::string> request_headers;
   std::chrono::steady_clock::time_point start;
 
   Headers response_headers;                         // filters add; sent with the response head
@@ -93,6 +95,8 @@ class RequestFilter {
   // Runs on the connection's event loop. May hand work to another thread and call done
   // later; the session resumes on its own loop. Filters run in the order added.
   virtual void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) { done(std::nullopt); }
+  // True when this filter reads ctx.request_headers. Checked once, at add_filter.
+  virtual bool reads_request_headers() const { return false; }
   // Each try on a replica (retries make several): replica_id/replica_class are set.
   virtual void on_attempt_start(RequestContext& ctx) {}
   // That try ended; success == the replica answered (non-5xx, stream complete). Token
