@@ -88,14 +88,25 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
     std::lock_guard lock(config_mu);
     return config_;
   }
+  // Refreshes a connection's snapshot only when a reload happened since it was taken: the
+  // common case is one relaxed load instead of a lock and two reference-count updates.
+  void refresh(std::shared_ptr<const GatewayConfig>& snapshot, std::uint64_t& version) const {
+    const auto now = config_version.load(std::memory_order_acquire);
+    if (snapshot && version == now) return;
+    std::lock_guard lock(config_mu);
+    snapshot = config_;
+    version = config_version.load(std::memory_order_relaxed);
+  }
   // Resolves a bearer key to its entry (constant time over all keys). nullptr: rejected.
   const ApiKey* authenticate(const GatewayConfig& c, std::string_view bearer) const;
-  void access_log(const RequestContext& ctx, const std::string& method);
+  // One JSON line, sampled (errors always); `config` is the request's snapshot.
+  void access_log(const RequestContext& ctx, std::string_view method, const GatewayConfig& config);
   void close_idle_sessions();
   std::string next_request_id();
 
   mutable std::mutex config_mu;
   std::shared_ptr<const GatewayConfig> config_;
+  std::atomic<std::uint64_t> config_version{0};  // bumped (under config_mu) by each reload
   std::shared_ptr<prometheus::Registry> registry;
   GatewayStats stats;
   Upstreams upstreams;

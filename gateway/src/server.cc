@@ -42,13 +42,13 @@ std::string Gateway::Impl::next_request_id() {
   return out;
 }
 
-void Gateway::Impl::access_log(const RequestContext& ctx, const std::string& method) {
-  const auto cfg = config();
+void Gateway::Impl::access_log(const RequestContext& ctx, std::string_view method, const GatewayConfig& config) {
+  const double rate = config.access_log.sample_rate;
   const bool error = ctx.status >= 400 || !ctx.reason.empty();
-  if (!error && cfg->access_log.sample_rate <= 0.0) return;
-  if (!error && cfg->access_log.sample_rate < 1.0) {
+  if (!error && rate <= 0.0) return;
+  if (!error && rate < 1.0) {
     std::lock_guard lock(rng_mu);
-    if (std::uniform_real_distribution<double>(0, 1)(rng) >= cfg->access_log.sample_rate) return;
+    if (std::uniform_real_distribution<double>(0, 1)(rng) >= rate) return;
   }
   boost::json::object o;
   o["ts"] = log::iso8601_now();
@@ -194,6 +194,7 @@ void Gateway::reload(std::shared_ptr<const GatewayConfig> config) {
   {
     std::lock_guard lock(impl_->config_mu);
     impl_->config_ = std::move(config);
+    impl_->config_version.fetch_add(1, std::memory_order_release);
   }
   log::info("gateway.reloaded", {{"models", impl_->config()->models.size()}, {"api_keys", impl_->config()->api_keys.size()}});
 }

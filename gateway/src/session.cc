@@ -57,7 +57,7 @@ double Session::since_start() const { return std::chrono::duration<double>(Clock
 // the whole head must arrive within header_read (slow-loris). A new connection gets the
 // header timeout from the start.
 void Session::wait_for_request() {
-  config_ = impl_->config();
+  impl_->refresh(config_, config_seen_);
   if (impl_->draining && !first_request_) return close();
   if (buffer_.size() > 0) return read_header();
   idle_ = true;
@@ -128,7 +128,7 @@ void Session::on_header(beast::error_code ec) {
                      [self](beast::error_code ec, std::size_t) { self->on_body(ec); });
   };
   // curl and others wait (up to a second) for this before sending a larger body.
-  if (beast::iequals(parser_->get()[http::field::expect], "100-continue") && !parser_->is_done()) {
+  if (beast::iequals(header_value(parser_->get().base(), http::field::expect), "100-continue") && !parser_->is_done()) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     stream_.expires_after(secs(config_->timeouts.write_s));
     return net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this(), read_body](beast::error_code ec, std::size_t) {
@@ -147,15 +147,14 @@ void Session::on_body(beast::error_code ec) {
   if (ec) return close();
   req_ = parser_->release();
   keep_alive_ = req_.keep_alive();
-  config_ = impl_->config();  // a reload while this connection sat idle applies now
+  impl_->refresh(config_, config_seen_);  // a reload while this connection sat idle applies now
   start_ = Clock::now();
   handle_request();
 }
 
 void Session::handle_request() {
-  const std::string target(req_.target());
-  const auto q = target.find('?');
-  const std::string path = target.substr(0, q);
+  const std::string_view target = req_.target();
+  const std::string_view path = target.substr(0, target.find('?'));
   const auto method = req_.method();
   auto reply_json = [&](int status, const boost::json::value& v) {
     LocalReply r;
@@ -174,7 +173,7 @@ void Session::handle_request() {
       return handle_route(route);
   }
   if (method != http::verb::get && method != http::verb::head)
-    return send_error(error_with_status(404, "no route for " + std::string(req_.method_string()) + " " + path, "not_found"));
+    return send_error(error_with_status(404, "no route for " + std::string(req_.method_string()) + " " + std::string(path), "not_found"));
   if (path == "/healthz") return reply_json(200, {{"status", "ok"}});
   if (path == "/readyz") {
     boost::json::object models;
@@ -200,7 +199,7 @@ void Session::handle_request() {
       data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tidegate"}});
     return reply_json(200, {{"object", "list"}, {"data", data}});
   }
-  send_error(error_with_status(404, "no route for GET " + path, "not_found"));
+  send_error(error_with_status(404, "no route for GET " + std::string(path), "not_found"));
 }
 
 void Session::handle_route(const Route& route) {
@@ -272,19 +271,48 @@ void Session::handle_inference(Endpoint endpoint) {
   run_filters(0);
 }
 
+namespace {
+
+// One filter's pre_forward call. `done` may come inside pre_forward (most filters) or later
+// from any thread (a cache lookup); whichever of the two ends second continues the request.
+struct FilterCall {
+  static constexpr int kInside = 0, kReturned = 1, kAnsweredInside = 2;
+  explicit FilterCall(std::size_t i) : index(i) {}
+  const std::size_t index;
+  std::atomic<bool> answered{false};  // done was called (a second call is a filter bug)
+  std::atomic<int> phase{kInside};
+  std::optional<LocalReply> reply;
+};
+
+}  // namespace
+
 void Session::run_filters(std::size_t index) {
-  if (index >= impl_->filters.size()) return proxy();
-  auto ex = stream_.get_executor();
-  auto once = std::make_shared<std::atomic<bool>>(false);
-  impl_->filters[index]->pre_forward(ctx_, [self = shared_from_this(), ex, index, once](std::optional<LocalReply> r) {
-    if (once->exchange(true)) return;  // a second call is a filter bug; ignore it
-    net::post(ex, [self, index, r = std::move(r)] {
-      if (!r) return self->run_filters(index + 1);
-      self->ctx_->local_reply = true;
-      self->impl_->stats.local_reply(r->reason.empty() ? "filter" : r->reason);
-      self->send_local(std::move(*r));
-    });
-  });
+  for (; index < impl_->filters.size(); ++index) {
+    auto call = std::make_shared<FilterCall>(index);
+    impl_->filters[index]->pre_forward(
+        ctx_, [self = shared_from_this(), ex = stream_.get_executor(), call](std::optional<LocalReply> r) {
+          if (call->answered.exchange(true)) return;
+          call->reply = std::move(r);
+          int inside = FilterCall::kInside;
+          if (call->phase.compare_exchange_strong(inside, FilterCall::kAnsweredInside)) return;  // the loop goes on
+          // Answered after pre_forward returned, perhaps on another thread: resume on the loop.
+          net::post(ex, [self, call] {
+            if (!call->reply) return self->run_filters(call->index + 1);
+            self->answer_from_filter(std::move(*call->reply));
+          });
+        });
+    int inside = FilterCall::kInside;
+    if (call->phase.compare_exchange_strong(inside, FilterCall::kReturned)) return;  // done comes later
+    // Answered inside pre_forward: go on here, without a trip through the loop's queue.
+    if (call->reply) return answer_from_filter(std::move(*call->reply));
+  }
+  proxy();
+}
+
+void Session::answer_from_filter(LocalReply reply) {
+  ctx_->local_reply = true;
+  impl_->stats.local_reply(reply.reason.empty() ? "filter" : reply.reason);
+  send_local(std::move(reply));
 }
 
 // Responses are formatted by hand into one buffer (plus the body): on the hot path this is
@@ -367,7 +395,7 @@ void Session::finish_request(int status, std::string reason) {
   t.overhead_s = std::max(0.0, t.total_s - t.queue_s - t.upstream_s);
   impl_->stats.request_done(ctx->model.empty() ? "none" : ctx->model, ctx->tenant, ctx->status, t.total_s, t.ttfb_s,
                             upstream_started_ || ctx->local_reply ? t.overhead_s : -1);
-  impl_->access_log(*ctx, std::string(req_.method_string()));
+  impl_->access_log(*ctx, req_.method_string(), *config_);
   if (!ctx->model.empty() && parsed_)
     for (auto& f : impl_->filters) f->on_complete(*ctx);
   if (waiting_in_queue_) {

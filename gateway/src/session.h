@@ -49,6 +49,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   void handle_inference(Endpoint endpoint);
   void handle_route(const Route& route);
   void run_filters(std::size_t index);
+  void answer_from_filter(LocalReply reply);
   void send_local(LocalReply reply, bool close = false);
   void send_error(const ApiError& e, bool close = false);
   void on_written(bool close, beast::error_code ec);
@@ -88,6 +89,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> req_;
   std::shared_ptr<const GatewayConfig> config_;  // snapshot for the current request
+  std::uint64_t config_seen_ = 0;                // Impl::config_version when it was taken
   std::string out_head_;  // send_local's response head and body, kept while they are written
   std::string out_body_;
   bool first_request_ = true;
