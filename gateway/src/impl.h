@@ -66,10 +66,13 @@ struct Worker {
   // timer (one timerfd_settime) whenever a new timer becomes the earliest, which a lone
   // connection's per-operation timeouts otherwise do four times a request.
   net::steady_timer anchor{ioc};
-  static constexpr std::chrono::milliseconds kTick{250};
+  // The tick also enforces sessions' loop deadlines (Session::enforce_deadlines), so it is
+  // their resolution.
+  static constexpr std::chrono::milliseconds kTick{100};
+  std::vector<std::shared_ptr<Session>> ticking;  // the tick's scratch
   // Sessions whose request went upstream since the last tick. The tick starts their client
-  // hang-up watch (Session::watch_if_waiting): most requests are answered within a tick and
-  // never pay for one (an epoll_ctl and a cancelled wait per request).
+  // hang-up watch (Session::watch_if_waiting): a request answered before the next tick never
+  // pays for one (an epoll_ctl and a cancelled wait).
   std::vector<std::weak_ptr<Session>> unwatched;
   ConnPool conns;
 };

@@ -175,16 +175,28 @@ void Session::send_upstream() {
   }
   up_parser_.emplace();
   up_parser_->body_limit(boost::none);
-  upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.first_byte_s)));
+  // One deadline covers the write and the wait for the first byte.
+  arm_upstream_deadline(upstream_budget_s(config_->timeouts.first_byte_s));
   const std::array<net::const_buffer, 2> bufs{net::buffer(up_head_), net::buffer(body)};
   net::async_write(*upstream_, bufs, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g != self->gen_) return;
-    if (ec) return self->attempt_failed("write_failed", true, ec == beast::error::timeout);
-    self->upstream_->expires_after(secs(self->upstream_budget_s(self->config_->timeouts.first_byte_s)));
+    if (ec) {
+      self->upstream_deadline_ = Clock::time_point::max();
+      return self->attempt_failed("write_failed", true, ec == beast::error::timeout || self->upstream_timed_out_);
+    }
     http::async_read_header(*self->upstream_, self->up_buffer_, *self->up_parser_, [self, g](beast::error_code ec, std::size_t) {
-      if (g == self->gen_) self->on_upstream_head(ec);
+      if (g != self->gen_) return;
+      self->upstream_deadline_ = Clock::time_point::max();
+      if (ec && self->upstream_timed_out_) ec = beast::error::timeout;
+      self->on_upstream_head(ec);
     });
   });
+}
+
+void Session::arm_upstream_deadline(double seconds) {
+  upstream_->expires_never();
+  upstream_timed_out_ = false;
+  upstream_deadline_ = Clock::now() + secs(seconds);
 }
 
 void Session::on_upstream_head(beast::error_code ec) {
@@ -376,6 +388,7 @@ void Session::release_replica(Outcome outcome) {
 }
 
 void Session::drop_upstream() {
+  upstream_deadline_ = Clock::time_point::max();
   if (upstream_reused_ || upstream_) {
     if (upstream_started_) upstream_end_ = Clock::now();
   }

@@ -124,6 +124,14 @@ void arm_anchor(Worker& w) {
     w.unwatched.clear();
     for (auto& weak : batch)
       if (auto s = weak.lock()) s->watch_if_waiting();
+    {
+      std::lock_guard lock(w.sessions_mu);
+      for (auto& [_, weak] : w.sessions)
+        if (auto s = weak.lock()) w.ticking.push_back(std::move(s));
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& s : w.ticking) s->enforce_deadlines(now);
+    w.ticking.clear();  // outside the lock: the last reference may end a session here
     arm_anchor(w);
   });
 }

@@ -51,6 +51,24 @@ void Session::close_if_idle() {
   if (idle_) close();
 }
 
+void Session::arm_client_deadline(double seconds) {
+  stream_.expires_never();  // no Beast timer left over from a step that used one
+  client_deadline_ = Clock::now() + secs(seconds);
+}
+
+void Session::enforce_deadlines(Clock::time_point now) {
+  beast::error_code ignored;
+  if (now >= upstream_deadline_ && upstream_) {
+    upstream_deadline_ = Clock::time_point::max();
+    upstream_timed_out_ = true;
+    upstream_->socket().close(ignored);  // the pending step completes with an error
+  }
+  if (now >= client_deadline_) {
+    client_deadline_ = Clock::time_point::max();
+    stream_.socket().close(ignored);
+  }
+}
+
 double Session::since_start() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
 // Waiting for the first byte of a request is "idle" (keep-alive timeout); once bytes come,
@@ -61,9 +79,10 @@ void Session::wait_for_request() {
   if (impl_->draining && !first_request_) return close();
   if (buffer_.size() > 0) return read_header();
   idle_ = true;
-  stream_.expires_after(secs(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s));
+  arm_client_deadline(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s);
   stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
     self->idle_ = false;
+    self->client_deadline_ = Clock::time_point::max();
     if (ec) return self->close();
     self->buffer_.commit(n);
     self->read_header();
@@ -352,9 +371,10 @@ void Session::send_local(LocalReply reply, bool close) {
     ctx_->bytes_sent = out_body_.size();
     if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
   }
-  stream_.expires_after(secs(config_->timeouts.write_s));
+  arm_client_deadline(config_->timeouts.write_s);
   const std::array<net::const_buffer, 2> bufs{net::buffer(out_head_), net::buffer(out_body_)};
   net::async_write(stream_, bufs, [self = shared_from_this(), must_close](beast::error_code ec, std::size_t) {
+    self->client_deadline_ = Clock::time_point::max();
     self->on_written(must_close, ec);
   });
 }

@@ -38,6 +38,8 @@ class Session final : public std::enable_shared_from_this<Session> {
   // From the worker's tick: a request still waiting on its replica starts watching for a client
   // that hangs up.
   void watch_if_waiting();
+  // From the worker's tick: a step past its loop deadline fails as if it had timed out.
+  void enforce_deadlines(Clock::time_point now);
 
  private:
   // --- downstream (session.cc)
@@ -80,6 +82,12 @@ class Session final : public std::enable_shared_from_this<Session> {
   void release_replica(Outcome outcome);
   void watch_client();
   void drop_upstream();
+  // The steps every request takes (waiting for the next request, writing the response, sending
+  // upstream, waiting for the first byte) are timed by the worker's tick instead of a Beast
+  // timer each: a timer cost a heap insert, a cancel and a handler run per step. They fire up
+  // to one tick (Worker::kTick) late. The step's completion disarms them.
+  void arm_client_deadline(double seconds);
+  void arm_upstream_deadline(double seconds);
   double upstream_budget_s(double step_s) const;
 
   std::shared_ptr<Gateway::Impl> impl_;
@@ -134,6 +142,9 @@ class Session final : public std::enable_shared_from_this<Session> {
   bool watching_ = false;             // a read on the client socket is pending
   bool resume_after_watch_ = false;   // that read was cancelled to read the next request
   bool awaiting_upstream_ = false;    // nothing written to the client yet
+  Clock::time_point client_deadline_ = Clock::time_point::max();
+  Clock::time_point upstream_deadline_ = Clock::time_point::max();
+  bool upstream_timed_out_ = false;   // the tick closed the upstream socket
 };
 
 }  // namespace tidegate::gateway

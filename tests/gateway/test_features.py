@@ -94,6 +94,34 @@ def _read_response(sock, buf):
     return int(lines[0].split()[1]), buf[:length], buf[length:]
 
 
+def test_silent_and_idle_connections_closed(env):
+    # The wait for a connection's first request and the keep-alive wait between requests are
+    # timed by the worker's tick (up to 100 ms late), not by a timer each: both still close.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", header_read: 400ms, idle: 700ms")
+    try:
+        host, port = gw.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as silent:
+            start = time.monotonic()
+            assert silent.recv(100) == b"", "a connection that sends nothing must be closed"
+            waited = time.monotonic() - start
+            assert 0.3 <= waited < 2.0, waited
+        with socket.create_connection((host, int(port)), timeout=5) as idle:
+            body = json.dumps(chat()).encode()
+            idle.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+            status, _, rest = _read_response(idle, b"")
+            assert status == 200 and rest == b""
+            start = time.monotonic()
+            assert idle.recv(100) == b"", "an idle keep-alive connection must be closed"
+            waited = time.monotonic() - start
+            assert 0.6 <= waited < 2.5, waited
+        assert httpx.get(gw.url + "/healthz").status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
 def test_pipelined_requests(env):
     # The second request arrives while the first waits on the model: the gateway's watch for
     # a client hang-up must keep it as the next request, not take it for a disconnect.
