@@ -134,11 +134,10 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     auto& so = copy["stream_options"];
     if (!so.is_object()) so = json::object();
     so.get_object()["include_usage"] = true;
-    out.upstream_body = json::serialize(copy);
+    out.rewritten_body = json::serialize(copy);
     out.usage_injected = true;
-  } else {
-    out.upstream_body.assign(body);
   }
+  out.client_body = body;
   return std::nullopt;
 }
 

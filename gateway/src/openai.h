@@ -37,8 +37,11 @@ struct ParsedRequest {
   std::optional<double> temperature;
   std::int64_t n = 1;
   std::string user;
-  // Body to send upstream: the client's bytes untouched unless include_usage had to be added.
-  std::string upstream_body;
+  // The body to send upstream: the client's bytes untouched (a view: the caller keeps them for
+  // the request's tries), or rewritten when include_usage had to be added.
+  std::string_view upstream_body() const { return usage_injected ? std::string_view(rewritten_body) : client_body; }
+  std::string_view client_body;
+  std::string rewritten_body;
   bool usage_injected = false;
   // The parsed body, for filters (cache key, prompt text). Held by pointer: its nodes live in
   // their own arena, and assigning a value across storages would copy it node by node.

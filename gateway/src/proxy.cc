@@ -6,6 +6,7 @@
 #include "session.h"
 
 namespace tidegate::gateway {
+using namespace std::string_view_literals;
 namespace {
 
 // A pooled connection the server already closed reads as EOF without blocking.
@@ -146,29 +147,29 @@ void Session::connect(const ReplicaPtr& replica) {
 }
 
 void Session::send_upstream() {
-  const auto& body = parsed_->upstream_body;
+  const auto body = parsed_->upstream_body();
   up_head_.clear();
-  up_head_ += "POST ";
+  up_head_ += "POST "sv;
   up_head_ += ctx_->path;
-  up_head_ += " HTTP/1.1\r\nHost: ";
+  up_head_ += " HTTP/1.1\r\nHost: "sv;
   up_head_ += replica_->host;
   up_head_ += ':';
   up_head_ += std::to_string(replica_->port);
-  up_head_ += "\r\nContent-Type: application/json\r\nAccept: ";
-  up_head_ += ctx_->stream ? "text/event-stream" : "application/json";
-  up_head_ += "\r\nx-request-id: ";
+  up_head_ += "\r\nContent-Type: application/json\r\nAccept: "sv;
+  up_head_ += ctx_->stream ? "text/event-stream"sv : "application/json"sv;
+  up_head_ += "\r\nx-request-id: "sv;
   up_head_ += ctx_->request_id;
   // The replica's own key (the client's Authorization never leaves the gateway).
   const std::string* key = &replica_->api_key;
   if (key->empty())
     if (const auto* mc = config_->find_model(ctx_->model)) key = &mc->replica_api_key;
   if (!key->empty()) {
-    up_head_ += "\r\nAuthorization: Bearer ";
+    up_head_ += "\r\nAuthorization: Bearer "sv;
     up_head_ += *key;
   }
-  up_head_ += "\r\nContent-Length: ";
+  up_head_ += "\r\nContent-Length: "sv;
   up_head_ += std::to_string(body.size());
-  up_head_ += "\r\n\r\n";
+  up_head_ += "\r\n\r\n"sv;
   if (!upstream_started_) {
     upstream_started_ = true;
     upstream_start_ = Clock::now();

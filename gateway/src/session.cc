@@ -3,6 +3,7 @@
 #include "tidegate/common/log.h"
 
 namespace tidegate::gateway {
+using namespace std::string_view_literals;
 namespace {
 
 // Header names are ASCII: no locale lookups per character.
@@ -341,16 +342,16 @@ void Session::send_local(LocalReply reply, bool close) {
   // The session's own buffers, reused: one response is written at a time.
   auto& head = out_head_;
   head.clear();
-  head += "HTTP/1.1 ";
+  head += "HTTP/1.1 "sv;
   head += std::to_string(reply.status);
   head += ' ';
   head += http::obsolete_reason(static_cast<http::status>(reply.status));
-  head += "\r\nServer: tidegate\r\nContent-Type: ";
+  head += "\r\nServer: tidegate\r\nContent-Type: "sv;
   head += reply.content_type;
   auto add = [&head](std::string_view k, std::string_view v) {
-    head += "\r\n";
+    head += "\r\n"sv;
     head += k;
-    head += ": ";
+    head += ": "sv;
     head += v;
   };
   for (const auto& [k, v] : reply.headers) add(k, v);
@@ -362,7 +363,7 @@ void Session::send_local(LocalReply reply, bool close) {
   }
   add("Content-Length", std::to_string(reply.body.size()));
   add("Connection", must_close ? "close" : "keep-alive");
-  head += "\r\n\r\n";
+  head += "\r\n\r\n"sv;
   out_body_.clear();
   if (req_.method() != http::verb::head) out_body_.swap(reply.body);
   awaiting_upstream_ = false;

@@ -47,13 +47,13 @@ TEST(ParseRequest, ForwardsUntouchedUnlessUsageNeeded) {
   ParsedRequest p;
   const std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":0.5,"seed":3})";
   ASSERT_FALSE(parse(Endpoint::kChat, body, &p));
-  EXPECT_EQ(p.upstream_body, body);
+  EXPECT_EQ(p.upstream_body(), body);
   EXPECT_FALSE(p.usage_injected);
 
   const std::string streamed = R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"logit_bias":{"1":2}})";
   ASSERT_FALSE(parse(Endpoint::kChat, streamed, &p));
   EXPECT_TRUE(p.usage_injected);
-  auto up = json::parse(p.upstream_body).as_object();
+  auto up = json::parse(p.upstream_body()).as_object();
   EXPECT_EQ(up.at("stream_options").at("include_usage").as_bool(), true);
   EXPECT_EQ(up.at("logit_bias").at("1").as_int64(), 2);
 
@@ -61,7 +61,7 @@ TEST(ParseRequest, ForwardsUntouchedUnlessUsageNeeded) {
   ASSERT_FALSE(parse(Endpoint::kChat, asked, &p));
   EXPECT_FALSE(p.usage_injected);
   EXPECT_TRUE(p.client_wants_usage);
-  EXPECT_EQ(p.upstream_body, asked);
+  EXPECT_EQ(p.upstream_body(), asked);
 }
 
 TEST(ConstantTimeEqual, Basics) {
