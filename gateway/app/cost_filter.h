@@ -17,6 +17,7 @@ class CostFilter final : public gateway::RequestFilter {
       : accounting_(std::move(accounting)), clock_(std::move(clock)) {}
 
   void pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) override;
+  bool reads_request_body() const override { return false; }  // prices from ctx's token counts
   void on_attempt_start(gateway::RequestContext& ctx) override;
   void on_attempt_end(gateway::RequestContext& ctx, bool success) override;
   void on_stream_event(gateway::RequestContext& ctx, boost::json::object* usage_chunk) override;

@@ -20,6 +20,7 @@ class DashboardFeed final : public gateway::RequestFilter {
   DashboardFeed(double step_s, std::size_t points) : step_s_(step_s), points_(points) {}
 
   void on_complete(const gateway::RequestContext& ctx) override;
+  bool reads_request_body() const override { return false; }
   // Called about once a step by the housekeeping thread.
   void sample(double t, const std::map<std::string, double>& queue_depth,
               const std::map<std::string, std::pair<int, int>>& desired_active);

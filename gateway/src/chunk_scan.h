@@ -9,15 +9,9 @@
 #include <string>
 #include <string_view>
 
-namespace tidegate::gateway {
+#include "json_scanner.h"
 
-// A JSON string value as it sits in the text (between the quotes, escapes not decoded).
-struct JsonString {
-  std::string_view raw;
-  bool escaped = false;
-  bool present = false;  // the key was there with a string value
-  void append_to(std::string& out) const;
-};
+namespace tidegate::gateway {
 
 struct ChoiceFacts {
   bool delta_is_object = false;

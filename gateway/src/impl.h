@@ -115,6 +115,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Upstreams upstreams;
   std::vector<std::shared_ptr<RequestFilter>> filters;
   bool copy_request_headers = false;  // some filter reads RequestContext::request_headers
+  bool parse_request_body = false;    // some filter reads RequestContext::body
   std::vector<Route> routes;
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<tcp::acceptor> acceptor;

@@ -1,5 +1,7 @@
 #include "openai.h"
 
+#include "request_scan.h"
+
 #include <algorithm>
 
 namespace tidegate::gateway {
@@ -50,94 +52,115 @@ json::value parse_body(std::string_view body, json::error_code& ec) {
   return parser.release();
 }
 
-// A prompt/input is "empty" if it is "", [] or missing.
-bool empty_text_or_array(const json::value& v) {
-  if (v.is_string()) return v.get_string().empty();
-  if (v.is_array()) return v.get_array().empty();
-  return false;
+// Writes `body` with stream_options.include_usage set to true. Edits the text where the change
+// is local (no stream_options, or a null or empty one), so the client's bytes otherwise pass
+// untouched; re-serialises through a DOM in the rare remaining cases.
+bool add_include_usage(std::string_view body, const RequestFacts& f, std::string& out) {
+  constexpr std::string_view kOptions = R"({"include_usage":true})";
+  const auto& so = f.stream_options;
+  out.clear();
+  if (so.occurrences == 0) {
+    out.append(body.substr(0, f.object_end)).append(R"(,"stream_options":)").append(kOptions).append(body.substr(f.object_end));
+    return true;
+  }
+  if (so.occurrences == 1 && (so.kind == JsonKind::kNull || (so.kind == JsonKind::kObject && so.size == 0))) {
+    out.append(body.substr(0, so.begin)).append(kOptions).append(body.substr(so.end));
+    return true;
+  }
+  json::error_code ec;
+  auto copy = json::parse(body, ec);
+  if (ec || !copy.is_object()) return false;  // the scan accepted it, so this does not happen
+  auto& options = copy.get_object()["stream_options"];
+  if (!options.is_object()) options = json::object();
+  options.get_object()["include_usage"] = true;
+  out = json::serialize(copy);
+  return true;
 }
 
 }  // namespace
 
-std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, ParsedRequest& out) {
+std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, ParsedRequest& out, bool build_dom) {
   out.endpoint = endpoint;
-  json::error_code ec;
-  auto parsed = std::make_shared<const json::value>(parse_body(body, ec));
-  if (ec) return bad_request("request body is not valid JSON: " + ec.message(), "", "invalid_json");
-  if (!parsed->is_object()) return bad_request("request body must be a JSON object", "", "invalid_json");
-  out.json = parsed;
-  const auto& obj = parsed->get_object();
+  RequestFacts f;
+  if (!scan_request(body, f)) return bad_request("request body is not valid JSON", "", "invalid_json");
+  if (!f.is_object) return bad_request("request body must be a JSON object", "", "invalid_json");
+  if (build_dom) {
+    json::error_code ec;
+    out.json = std::make_shared<const json::value>(parse_body(body, ec));
+    if (ec) return bad_request("request body is not valid JSON: " + ec.message(), "", "invalid_json");
+  }
 
-  const auto* model = obj.if_contains("model");
-  if (!model || model->is_null()) return bad_request("you must provide a model parameter", "model", "missing_model");
-  if (!model->is_string()) return wrong_type("model", "a string");
-  out.model = model->get_string();
+  if (f.model.kind == JsonKind::kMissing || f.model.kind == JsonKind::kNull)
+    return bad_request("you must provide a model parameter", "model", "missing_model");
+  if (f.model.kind != JsonKind::kString) return wrong_type("model", "a string");
+  out.model.clear();
+  f.model.text.append_to(out.model);
   if (out.model.empty()) return bad_request("'model' must not be empty", "model", "missing_model");
 
   if (endpoint == Endpoint::kChat) {
-    const auto* messages = obj.if_contains("messages");
-    if (!messages) return bad_request("'messages' is required", "messages", "missing_messages");
-    if (!messages->is_array()) return wrong_type("messages", "an array");
-    if (messages->get_array().empty()) return bad_request("'messages' must not be empty", "messages", "empty_messages");
-    for (const auto& m : messages->get_array())
-      if (!m.is_object()) return wrong_type("messages", "an array of objects");
-  } else if (endpoint == Endpoint::kCompletions) {
-    const auto* prompt = obj.if_contains("prompt");
-    if (!prompt) return bad_request("'prompt' is required", "prompt", "missing_prompt");
-    if (!prompt->is_string() && !prompt->is_array()) return wrong_type("prompt", "a string or an array");
-    if (empty_text_or_array(*prompt)) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
+    const auto& m = f.messages;
+    if (m.kind == JsonKind::kMissing) return bad_request("'messages' is required", "messages", "missing_messages");
+    if (m.kind != JsonKind::kArray) return wrong_type("messages", "an array");
+    if (m.size == 0) return bad_request("'messages' must not be empty", "messages", "empty_messages");
+    if (!m.all_objects) return wrong_type("messages", "an array of objects");
   } else {
-    const auto* input = obj.if_contains("input");
-    if (!input) return bad_request("'input' is required", "input", "missing_input");
-    if (!input->is_string() && !input->is_array()) return wrong_type("input", "a string or an array");
-    if (empty_text_or_array(*input)) return bad_request("'input' must not be empty", "input", "empty_input");
+    const bool completions = endpoint == Endpoint::kCompletions;
+    const auto& v = completions ? f.prompt : f.input;
+    const char* name = completions ? "prompt" : "input";
+    if (v.kind == JsonKind::kMissing)
+      return bad_request(std::string("'") + name + "' is required", name, std::string("missing_") + name);
+    if (v.kind != JsonKind::kString && v.kind != JsonKind::kArray) return wrong_type(name, "a string or an array");
+    if ((v.kind == JsonKind::kString && v.text.raw.empty()) || (v.kind == JsonKind::kArray && v.size == 0))
+      return bad_request(std::string("'") + name + "' must not be empty", name, std::string("empty_") + name);
   }
 
-  if (const auto* s = obj.if_contains("stream"); s && !s->is_null()) {
-    if (!s->is_bool()) return wrong_type("stream", "a boolean");
-    out.stream = s->get_bool();
+  if (f.stream.kind != JsonKind::kMissing && f.stream.kind != JsonKind::kNull) {
+    if (f.stream.kind != JsonKind::kBool) return wrong_type("stream", "a boolean");
+    out.stream = f.stream.boolean;
   }
   if (out.stream && endpoint == Endpoint::kEmbeddings) return bad_request("embeddings cannot stream", "stream", "invalid_value");
-  if (const auto* so = obj.if_contains("stream_options"); so && !so->is_null()) {
-    if (!so->is_object()) return wrong_type("stream_options", "an object");
-    if (const auto* iu = so->get_object().if_contains("include_usage"); iu && !iu->is_null()) {
-      if (!iu->is_bool()) return wrong_type("stream_options.include_usage", "a boolean");
-      out.client_wants_usage = iu->get_bool();
+  if (f.stream_options.kind != JsonKind::kMissing && f.stream_options.kind != JsonKind::kNull) {
+    if (f.stream_options.kind != JsonKind::kObject) return wrong_type("stream_options", "an object");
+    const auto& iu = f.include_usage;
+    if (iu.kind != JsonKind::kMissing && iu.kind != JsonKind::kNull) {
+      if (iu.kind != JsonKind::kBool) return wrong_type("stream_options.include_usage", "a boolean");
+      out.client_wants_usage = iu.boolean;
     }
   }
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (const auto* mt = obj.if_contains(key); mt && !mt->is_null()) {
-      if (!mt->is_int64() && !mt->is_uint64()) return wrong_type(key, "an integer");
-      const auto v = mt->to_number<std::int64_t>();
-      if (v < 0) return bad_request(std::string("'") + key + "' must be >= 0", key, "invalid_value");
-      out.max_tokens = v;
-    }
+  for (const auto* m : {&f.max_tokens, &f.max_completion_tokens}) {
+    if (m->kind == JsonKind::kMissing || m->kind == JsonKind::kNull) continue;
+    const char* key = m == &f.max_tokens ? "max_tokens" : "max_completion_tokens";
+    if (m->kind != JsonKind::kNumber || m->number.kind == JsonNumber::Kind::kDouble) return wrong_type(key, "an integer");
+    if (m->number.kind == JsonNumber::Kind::kUint)
+      return bad_request(std::string("'") + key + "' is too large", key, "invalid_value");
+    if (m->number.i < 0) return bad_request(std::string("'") + key + "' must be >= 0", key, "invalid_value");
+    out.max_tokens = m->number.i;
   }
-  if (const auto* t = obj.if_contains("temperature"); t && !t->is_null()) {
-    if (!t->is_number()) return wrong_type("temperature", "a number");
-    out.temperature = t->to_number<double>();
+  if (f.temperature.kind != JsonKind::kMissing && f.temperature.kind != JsonKind::kNull) {
+    if (f.temperature.kind != JsonKind::kNumber) return wrong_type("temperature", "a number");
+    const auto& t = f.temperature.number;
+    out.temperature = t.kind == JsonNumber::Kind::kInt    ? static_cast<double>(t.i)
+                      : t.kind == JsonNumber::Kind::kUint ? static_cast<double>(t.u)
+                                                          : t.d;
     if (*out.temperature < 0 || *out.temperature > 2) return bad_request("'temperature' must be between 0 and 2", "temperature", "invalid_value");
   }
-  if (const auto* n = obj.if_contains("n"); n && !n->is_null()) {
-    if (!n->is_int64() && !n->is_uint64()) return wrong_type("n", "an integer");
-    out.n = n->to_number<std::int64_t>();
-    if (out.n < 1 || out.n > 128) return bad_request("'n' must be between 1 and 128", "n", "invalid_value");
+  if (f.n.kind != JsonKind::kMissing && f.n.kind != JsonKind::kNull) {
+    if (f.n.kind != JsonKind::kNumber || f.n.number.kind == JsonNumber::Kind::kDouble) return wrong_type("n", "an integer");
+    if (f.n.number.kind == JsonNumber::Kind::kUint || f.n.number.i < 1 || f.n.number.i > 128)
+      return bad_request("'n' must be between 1 and 128", "n", "invalid_value");
+    out.n = f.n.number.i;
   }
-  if (const auto* u = obj.if_contains("user"); u && !u->is_null()) {
-    if (!u->is_string()) return wrong_type("user", "a string");
-    out.user = u->get_string();
+  if (f.user.kind != JsonKind::kMissing && f.user.kind != JsonKind::kNull) {
+    if (f.user.kind != JsonKind::kString) return wrong_type("user", "a string");
+    out.user.clear();
+    f.user.text.append_to(out.user);
   }
 
+  out.client_body = body;
   if (out.stream && !out.client_wants_usage) {
     // The gateway always learns token counts; the extra usage chunk is stripped later.
-    json::object copy = obj;
-    auto& so = copy["stream_options"];
-    if (!so.is_object()) so = json::object();
-    so.get_object()["include_usage"] = true;
-    out.rewritten_body = json::serialize(copy);
-    out.usage_injected = true;
+    out.usage_injected = add_include_usage(body, f, out.rewritten_body);
   }
-  out.client_body = body;
   return std::nullopt;
 }
 

@@ -50,7 +50,10 @@ struct ParsedRequest {
 
 // Validates what routing needs and builds the upstream body. Returns an error for bad JSON,
 // wrong types, a missing model, empty messages/prompt/input.
-std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, ParsedRequest& out);
+// With `build_dom`, out.json is the parsed body too (for filters that read it); validation is
+// the same either way.
+std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, ParsedRequest& out,
+                                      bool build_dom = true);
 
 // Compares secrets without early exit, so timing does not reveal how much of a key matched.
 bool constant_time_equal(std::string_view a, std::string_view b);

@@ -270,7 +270,7 @@ void Session::handle_inference(Endpoint endpoint) {
     ctx_->tenant = "anonymous";
   }
   parsed_.emplace();
-  if (auto err = parse_request(endpoint, req_.body(), *parsed_)) {
+  if (auto err = parse_request(endpoint, req_.body(), *parsed_, impl_->parse_request_body)) {
     impl_->stats.local_reply(err->code);
     return send_error(*err);
   }

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "openai.h"
 
 using namespace tidegate::gateway;
@@ -69,4 +72,133 @@ TEST(ConstantTimeEqual, Basics) {
   EXPECT_FALSE(constant_time_equal("secret-key-1", "secret-key-2"));
   EXPECT_FALSE(constant_time_equal("secret", "secret-key"));
   EXPECT_FALSE(constant_time_equal("", "x"));
+}
+
+namespace {
+
+// Bodies at the edges of JSON validity and of each field's rules.
+std::vector<std::string> request_corpus() {
+  const std::string chat = R"("model":"m","messages":[{"role":"user","content":"x"}])";
+  std::vector<std::string> v = {
+      "{" + chat + "}",
+      "{" + chat + R"(,"stream":true})",
+      "{" + chat + R"(,"stream":true,"stream_options":null})",
+      "{" + chat + R"(,"stream":true,"stream_options":{}})",
+      "{" + chat + R"(,"stream":true,"stream_options":{ }})",
+      "{" + chat + R"(,"stream":true,"stream_options":{"include_usage":false}})",
+      "{" + chat + R"(,"stream":true,"stream_options":{"include_usage":null,"x":1}})",
+      "{" + chat + R"(,"stream":true,"stream_options":{"include_usage":true}})",
+      "{" + chat + R"(,"stream":true,"stream_options":{"include_usage":true},"stream_options":null})",
+      "{" + chat + R"(,"stream":true,"stream_options":{"include_usage":"yes"}})",
+      "{" + chat + R"(,"stream":true,"stream_options":[]})",
+      " {\n\t" + chat + " ,\r\n \"stream\" : true } \n",
+      "{" + chat + R"(,"model":"second"})",
+      "{" + chat + R"(,"model":null})",
+      "{" + chat + R"(,"model":""})",
+      R"({"mo\u0064el":"m\u00e9","messages":[{}]})",
+      "{" + chat + R"(,"max_tokens":8,"max_completion_tokens":16})",
+      "{" + chat + R"(,"max_tokens":-1})",
+      "{" + chat + R"(,"max_tokens":1.0})",
+      "{" + chat + R"(,"max_tokens":1e2})",
+      "{" + chat + R"(,"max_tokens":9223372036854775807})",
+      "{" + chat + R"(,"max_tokens":18446744073709551615})",
+      "{" + chat + R"(,"max_tokens":18446744073709551616})",
+      "{" + chat + R"(,"max_tokens":-9223372036854775809})",
+      "{" + chat + R"(,"temperature":0.7,"n":2,"user":"u\n1"})",
+      "{" + chat + R"(,"temperature":3})",
+      "{" + chat + R"(,"temperature":-0})",
+      "{" + chat + R"(,"temperature":1e400})",
+      "{" + chat + R"(,"temperature":1e-400})",
+      "{" + chat + R"(,"n":0})",
+      "{" + chat + R"(,"n":129})",
+      "{" + chat + R"(,"n":"2"})",
+      "{" + chat + R"(,"user":5})",
+      "{" + chat + R"(,"seed":1e400})",
+      "{" + chat + R"(,"seed":01})",
+      "{" + chat + R"(,"seed":1.})",
+      "{" + chat + R"(,"seed":.5})",
+      "{" + chat + R"(,"seed":-})",
+      "{" + chat + R"(,})",
+      "{" + chat + R"(,"x":[1,]})",
+      "{" + chat + R"( /* comment */ })",
+      "{" + chat + R"(,"x":tru})",
+      "{" + chat + "} trailing",
+      R"({"model":"m","messages":[]})",
+      R"({"model":"m","messages":[{},"x"]})",
+      R"({"model":"m","messages":{}})",
+      R"({"model":"m","prompt":"","input":""})",
+      R"({"model":"m","prompt":[],"input":[]})",
+      R"({"model":"m","prompt":["a"],"input":"b"})",
+      R"({"model":"m","prompt":5,"input":{}})",
+      R"({"model":"m","prompt":"p","stream":true})",
+      R"({"model":"m","input":"i","stream":true})",
+      R"({"model":"m","messages":[{"content":"caf\u00e9 \ud83d\ude00"}]})",
+      R"({"model":"m","messages":[{"content":"lone \ud83d"}]})",
+      R"({"model":"m","messages":[{"content":"bad \x"}]})",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"caf\xc3\xa9 \xf0\x9f\x98\x80\"}]}",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"overlong \xc0\x80\"}]}",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"surrogate \xed\xa0\x80\"}]}",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"too high \xf4\x90\x80\x80\"}]}",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"cut \xe2\x82\"}]}",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"stray \x80\"}]}",
+      "{\"model\":\"m\",\"messages\":[{\"content\":\"ctl \x01\"}]}",
+      std::string("{\"model\":\"m\",\"messages\":[{\"content\":\"nul ") + '\0' + "\"}]}",
+      "[1]", "\"s\"", "5", "null", "", "   ", "{", "{nope",
+  };
+  for (int depth : {30, 31, 32, 33}) {  // boost::json's default limit is 32 levels
+    std::string deep = "{" + chat + ",\"x\":";
+    for (int i = 0; i < depth - 1; ++i) deep += "[";
+    for (int i = 0; i < depth - 1; ++i) deep += "]";
+    v.push_back(deep + "}");
+  }
+  return v;
+}
+
+std::string describe(const std::optional<ApiError>& e, const ParsedRequest& p) {
+  if (e) return "error " + std::to_string(e->status) + " " + e->code + " " + e->param + ": " + e->message;
+  return "model=" + p.model + " stream=" + std::to_string(p.stream) + " wants_usage=" +
+         std::to_string(p.client_wants_usage) + " max_tokens=" + (p.max_tokens ? std::to_string(*p.max_tokens) : "-") +
+         " temperature=" + (p.temperature ? std::to_string(*p.temperature) : "-") + " n=" + std::to_string(p.n) +
+         " user=" + p.user + " injected=" + std::to_string(p.usage_injected);
+}
+
+}  // namespace
+
+// The scan that validates without a DOM agrees with boost::json on what is valid JSON, and
+// gives the same verdict and fields whether or not the DOM is built too.
+TEST(ParseRequest, ScanAgreesWithFullParse) {
+  for (const auto& body : request_corpus()) {
+    SCOPED_TRACE(body);
+    json::error_code ec;
+    (void)json::parse(body, ec);
+    for (auto endpoint : {Endpoint::kChat, Endpoint::kCompletions, Endpoint::kEmbeddings}) {
+      ParsedRequest with_dom, scan_only;
+      const auto a = parse_request(endpoint, body, with_dom, true);
+      const auto b = parse_request(endpoint, body, scan_only, false);
+      EXPECT_EQ(ec.failed(), b && b->message.rfind("request body is not valid JSON", 0) == 0) << ec.message();
+      EXPECT_EQ(describe(a, with_dom), describe(b, scan_only));
+      if (a) continue;
+      EXPECT_EQ(with_dom.upstream_body(), scan_only.upstream_body());
+      EXPECT_TRUE(with_dom.json && !scan_only.json);
+      const auto original = json::parse(body).as_object();
+      EXPECT_EQ(std::string(original.at("model").as_string()), scan_only.model);  // duplicates: the last wins
+      auto sent = json::parse(scan_only.upstream_body()).as_object();
+      if (scan_only.stream) {  // the replica is always asked for usage; nothing else changes
+        EXPECT_EQ(sent.at("stream_options").at("include_usage"), json::value(true));
+        sent.erase("stream_options");
+        auto rest = original;
+        rest.erase("stream_options");
+        EXPECT_EQ(sent, rest);
+      } else {
+        EXPECT_EQ(scan_only.upstream_body(), body);
+      }
+    }
+  }
+}
+
+TEST(ParseRequest, IntegersBeyondInt64AreRefusedNotThrown) {
+  const auto e = parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"max_tokens":18446744073709551615})");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "invalid_value");
+  EXPECT_EQ(e->param, "max_tokens");
 }

@@ -60,7 +60,7 @@ struct RequestContext {
   std::optional<double> temperature;
   std::int64_t n = 1;
   std::string user;
-  std::shared_ptr<const boost::json::value> body;  // the parsed request
+  std::shared_ptr<const boost::json::value> body;  // the parsed request (see reads_request_body)
   // Client headers, names lower-cased, Authorization left out. Copied only when some filter's
   // reads_request_headers() is true.
   std::map<std::string, std::string> request_headers;
@@ -95,8 +95,10 @@ class RequestFilter {
   // Runs on the connection's event loop. May hand work to another thread and call done
   // later; the session resumes on its own loop. Filters run in the order added.
   virtual void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) { done(std::nullopt); }
-  // True when this filter reads ctx.request_headers. Checked once, at add_filter.
+  // What this filter reads, checked once at add_filter: ctx.request_headers are copied, and
+  // ctx.body parsed into a DOM, only when some filter says it reads them.
   virtual bool reads_request_headers() const { return false; }
+  virtual bool reads_request_body() const { return true; }
   // Each try on a replica (retries make several): replica_id/replica_class are set.
   virtual void on_attempt_start(RequestContext& ctx) {}
   // That try ended; success == the replica answered (non-5xx, stream complete). Token

@@ -1,0 +1,148 @@
+#include "json_scanner.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace tidegate::gateway {
+namespace json_scan {
+namespace {
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+}  // namespace
+
+int hex4(std::string_view s, std::size_t i) {
+  if (i + 4 > s.size()) return -1;
+  int v = 0;
+  for (std::size_t k = i; k < i + 4; ++k) {
+    const char c = s[k];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= c - '0';
+    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+    else return -1;
+  }
+  return v;
+}
+
+void decode(std::string_view raw, std::string& out) {
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c != '\\') {
+      out.push_back(c);
+      continue;
+    }
+    const char e = raw[++i];
+    switch (e) {
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      case 'u': {
+        std::uint32_t cp = static_cast<std::uint32_t>(hex4(raw, i + 1));
+        i += 4;
+        if (cp >= 0xD800 && cp < 0xDC00) {  // validated: a low surrogate follows
+          const auto lo = static_cast<std::uint32_t>(hex4(raw, i + 3));
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          i += 6;
+        }
+        append_utf8(out, cp);
+        break;
+      }
+      default: out.push_back(e);  // '"', '\\', '/'
+    }
+  }
+}
+
+// Sixteen bytes per step: a completion's text, or a prompt, is most of a body's bytes.
+std::size_t plain_run_end(std::string_view s, std::size_t i, bool stop_non_ascii) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i max_control = _mm_set1_epi8(0x1f);
+  for (; i + 16 <= s.size(); i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(v, max_control), v);  // unsigned v <= 0x1f
+    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
+    int mask = _mm_movemask_epi8(stop);
+    if (stop_non_ascii) mask |= _mm_movemask_epi8(v);  // the high bit: bytes >= 0x80
+    if (mask) return i + static_cast<std::size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+  }
+#endif
+  for (; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\' || c < 0x20 || (stop_non_ascii && c >= 0x80)) return i;
+  }
+  return i;
+}
+
+// RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF.
+std::size_t utf8_sequence(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  const auto cont = [&](std::size_t k) { return (b(k) & 0xC0u) == 0x80u; };
+  const unsigned c = b(0);
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned c1 = b(1);
+    if (c == 0xE0 && c1 < 0xA0) return 0;   // overlong
+    if (c == 0xED && c1 >= 0xA0) return 0;  // surrogate
+    return cont(1) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned c1 = b(1);
+    if (c == 0xF0 && c1 < 0x90) return 0;   // overlong
+    if (c == 0xF4 && c1 >= 0x90) return 0;  // above U+10FFFF
+    return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+void to_number(std::string_view text, bool plain_integer, JsonNumber& out) {
+  const char* first = text.data();
+  const char* last = first + text.size();
+  if (plain_integer) {
+    if (auto r = std::from_chars(first, last, out.i); r.ec == std::errc() && r.ptr == last) {
+      out.kind = JsonNumber::Kind::kInt;
+      return;
+    }
+    if (text.front() != '-') {
+      if (auto r = std::from_chars(first, last, out.u); r.ec == std::errc() && r.ptr == last) {
+        out.kind = JsonNumber::Kind::kUint;
+        return;
+      }
+    }
+  }
+  out.kind = JsonNumber::Kind::kDouble;
+  out.d = std::strtod(std::string(text).c_str(), nullptr);
+}
+
+}  // namespace json_scan
+
+void JsonString::append_to(std::string& out) const {
+  if (!escaped) out.append(raw);
+  else json_scan::decode(raw, out);
+}
+
+}  // namespace tidegate::gateway
