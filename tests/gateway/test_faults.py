@@ -32,6 +32,11 @@ def test_bad_requests(env):
             e = _error(c.post("/v1/chat/completions", json=chat("nope")), 404, "model_not_found")
             assert e["param"] == "model"
             _error(c.post("/v1/completions", json={"model": "m", "prompt": ""}), 400, "empty_prompt")
+            # An integer past int64 once reached a conversion that throws and took the process down.
+            e = _error(c.post("/v1/chat/completions", json=chat(max_tokens=18446744073709551615)), 400, "invalid_value")
+            assert e["param"] == "max_tokens"
+            _error(c.post("/v1/chat/completions", content="{\"model\": \"m\", \"messages\": [{\"content\": \"\xff\"}]}".encode("latin-1"),
+                          headers={"content-type": "application/json"}), 400, "invalid_json")  # not UTF-8
             # The connection survives all of that: keep-alive after errors.
             assert c.post("/v1/chat/completions", json=chat()).status_code == 200
         assert len(up.requests) == 1  # nothing invalid reached the replica
