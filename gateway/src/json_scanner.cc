@@ -4,9 +4,6 @@
 #include <cstdlib>
 #include <string>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace tidegate::gateway {
 namespace json_scan {
@@ -74,28 +71,6 @@ void decode(std::string_view raw, std::string& out) {
       default: out.push_back(e);  // '"', '\\', '/'
     }
   }
-}
-
-// Sixteen bytes per step: a completion's text, or a prompt, is most of a body's bytes.
-std::size_t plain_run_end(std::string_view s, std::size_t i, bool stop_non_ascii) {
-#if defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
-  const __m128i max_control = _mm_set1_epi8(0x1f);
-  for (; i + 16 <= s.size(); i += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
-    const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(v, max_control), v);  // unsigned v <= 0x1f
-    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
-    int mask = _mm_movemask_epi8(stop);
-    if (stop_non_ascii) mask |= _mm_movemask_epi8(v);  // the high bit: bytes >= 0x80
-    if (mask) return i + static_cast<std::size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
-  }
-#endif
-  for (; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\' || c < 0x20 || (stop_non_ascii && c >= 0x80)) return i;
-  }
-  return i;
 }
 
 // RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF.
