@@ -60,6 +60,15 @@ Parsed feed(const std::string& wire, std::size_t piece) {
   return out;
 }
 
+void expect_parsed(const Parsed& r, int status, const std::string& content_type, const std::string& body, bool keep_alive) {
+  EXPECT_FALSE(r.ec) << r.ec.message();
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(r.status, status);
+  EXPECT_EQ(r.content_type, content_type);
+  EXPECT_EQ(r.body, body);
+  EXPECT_EQ(r.keep_alive, keep_alive);
+}
+
 }  // namespace
 
 TEST(UpstreamResponseParser, LengthDelimitedBody) {
@@ -68,13 +77,7 @@ TEST(UpstreamResponseParser, LengthDelimitedBody) {
                            std::to_string(body.size()) + "\r\n\r\n" + body;
   for (std::size_t piece : {1u, 3u, 16u, 4096u}) {
     SCOPED_TRACE(piece);
-    const auto r = feed(wire, piece);
-    EXPECT_FALSE(r.ec) << r.ec.message();
-    EXPECT_TRUE(r.done);
-    EXPECT_EQ(r.status, 200);
-    EXPECT_EQ(r.content_type, "application/json");
-    EXPECT_EQ(r.body, body);
-    EXPECT_TRUE(r.keep_alive);
+    expect_parsed(feed(wire, piece), 200, "application/json", body, true);
   }
 }
 
@@ -84,13 +87,7 @@ TEST(UpstreamResponseParser, ChunkedBodyAndConnectionClose) {
       "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0c\r\n, replica 2!\r\n0\r\n\r\n";
   for (std::size_t piece : {1u, 5u, 4096u}) {
     SCOPED_TRACE(piece);
-    const auto r = feed(wire, piece);
-    EXPECT_FALSE(r.ec) << r.ec.message();
-    EXPECT_TRUE(r.done);
-    EXPECT_EQ(r.status, 503);
-    EXPECT_EQ(r.content_type, "text/plain");
-    EXPECT_EQ(r.body, "hello, replica 2!");
-    EXPECT_FALSE(r.keep_alive);
+    expect_parsed(feed(wire, piece), 503, "text/plain", "hello, replica 2!", false);
   }
 }
 
