@@ -414,7 +414,7 @@ void Session::finish_request(int status, std::string reason) {
   t.total_s = since_start();
   if (upstream_started_) t.upstream_s = std::chrono::duration<double>(upstream_end_ - upstream_start_).count();
   t.overhead_s = std::max(0.0, t.total_s - t.queue_s - t.upstream_s);
-  impl_->stats.request_done(ctx->model.empty() ? "none" : ctx->model, ctx->tenant, ctx->status, t.total_s, t.ttfb_s,
+  impl_->stats.request_done(series_, ctx->model.empty() ? "none" : ctx->model, ctx->tenant, ctx->status, t.total_s, t.ttfb_s,
                             upstream_started_ || ctx->local_reply ? t.overhead_s : -1);
   impl_->access_log(*ctx, req_.method_string(), *config_);
   if (!ctx->model.empty() && parsed_)

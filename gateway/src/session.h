@@ -98,6 +98,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   http::request<http::string_body> req_;
   std::shared_ptr<const GatewayConfig> config_;  // snapshot for the current request
   std::uint64_t config_seen_ = 0;                // Impl::config_version when it was taken
+  RequestSeries series_;                         // metric children of the last request
   std::string out_head_;  // send_local's response head and body, kept while they are written
   std::string out_body_;
   bool first_request_ = true;

@@ -40,22 +40,26 @@ GatewayStats::GatewayStats(p::Registry& r)
       connections_open(p::BuildGauge().Name("tidegate_connections_open").Help("Open client connections").Register(r).Add({})),
       connections_total(p::BuildCounter().Name("tidegate_connections_total").Help("Accepted client connections").Register(r).Add({})) {}
 
-void GatewayStats::request_done(const std::string& model, const std::string& tenant, int status, double total_s,
-                                double ttfb_s, double overhead_s) {
-  char code[16];
-  const auto n = std::to_chars(code, code + sizeof code, status).ptr - code;
-  std::string key;
-  key.reserve(model.size() + tenant.size() + 8);
-  key.append(model).append(1, '\x1f').append(tenant).append(1, '\x1f').append(code, static_cast<std::size_t>(n));
-  request_children
-      .get(key, [&]() -> p::Counter& {
-        return requests.Add({{"model", model}, {"tenant", tenant}, {"status", std::string(code, static_cast<std::size_t>(n))}});
-      })
-      .Increment();
-  duration_children.get(model, [&]() -> p::Histogram& { return duration.Add({{"model", model}}, latency_buckets()); })
-      .Observe(total_s);
-  if (ttfb_s >= 0)
-    ttfb_children.get(model, [&]() -> p::Histogram& { return ttfb.Add({{"model", model}}, latency_buckets()); }).Observe(ttfb_s);
+void GatewayStats::request_done(RequestSeries& series, const std::string& model, const std::string& tenant, int status,
+                                double total_s, double ttfb_s, double overhead_s) {
+  if (!series.requests || series.status != status || series.model != model || series.tenant != tenant) {
+    char code[16];
+    const auto n = static_cast<std::size_t>(std::to_chars(code, code + sizeof code, status).ptr - code);
+    std::string key;
+    key.reserve(model.size() + tenant.size() + 8);
+    key.append(model).append(1, '\x1f').append(tenant).append(1, '\x1f').append(code, n);
+    series.requests = &request_children.get(key, [&]() -> p::Counter& {
+      return requests.Add({{"model", model}, {"tenant", tenant}, {"status", std::string(code, n)}});
+    });
+    series.duration = &duration_children.get(model, [&]() -> p::Histogram& { return duration.Add({{"model", model}}, latency_buckets()); });
+    series.ttfb = &ttfb_children.get(model, [&]() -> p::Histogram& { return ttfb.Add({{"model", model}}, latency_buckets()); });
+    series.model = model;
+    series.tenant = tenant;
+    series.status = status;
+  }
+  series.requests->Increment();
+  series.duration->Observe(total_s);
+  if (ttfb_s >= 0) series.ttfb->Observe(ttfb_s);
   if (overhead_s >= 0) overhead.Observe(overhead_s);
 }
 

@@ -34,11 +34,21 @@ class ChildCache final {
   std::unordered_map<std::string, T*> map_;
 };
 
+// The metric children a connection's last request used. A connection's requests nearly
+// always share model, tenant and status, so the next one skips the lookups (three locks).
+struct RequestSeries {
+  std::string model, tenant;
+  int status = 0;
+  prometheus::Counter* requests = nullptr;
+  prometheus::Histogram* duration = nullptr;
+  prometheus::Histogram* ttfb = nullptr;
+};
+
 struct GatewayStats final {
   explicit GatewayStats(prometheus::Registry& registry);
 
-  void request_done(const std::string& model, const std::string& tenant, int status, double total_s, double ttfb_s,
-                    double overhead_s);
+  void request_done(RequestSeries& series, const std::string& model, const std::string& tenant, int status,
+                    double total_s, double ttfb_s, double overhead_s);
   void local_reply(const std::string& reason) {
     local_reply_children.get(reason, [&]() -> prometheus::Counter& { return local_replies.Add({{"reason", reason}}); })
         .Increment();
