@@ -286,10 +286,8 @@ void Session::on_upstream_body(beast::error_code) {
   drop_upstream();
   LocalReply r;
   r.status = status;
-  r.content_type = std::string(up_parser_->content_type());
-  if (r.content_type.empty()) r.content_type = "application/json";
-  r.body = std::move(up_body_);
-  up_body_.clear();
+  if (const auto ct = up_parser_->content_type(); !ct.empty()) r.content_type.assign(ct);  // default: application/json
+  r.body.swap(up_body_);  // send_local hands back a buffer for the next answer
   send_local(std::move(r));
 }
 

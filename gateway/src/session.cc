@@ -366,6 +366,12 @@ void Session::send_local(LocalReply reply, bool close) {
   head += "\r\n\r\n"sv;
   out_body_.clear();
   if (req_.method() != http::verb::head) out_body_.swap(reply.body);
+  // The previous answer's buffer (now in reply.body) becomes the next upstream body's, so a
+  // connection's answers reuse two buffers instead of allocating and growing one each time.
+  if (up_body_.capacity() < reply.body.capacity() && reply.body.capacity() <= kReusedBodyBytes) {
+    reply.body.clear();
+    up_body_.swap(reply.body);
+  }
   awaiting_upstream_ = false;
   if (ctx_) {
     ctx_->status = reply.status;

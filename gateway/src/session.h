@@ -101,6 +101,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   RequestSeries series_;                         // metric children of the last request
   std::string out_head_;  // send_local's response head and body, kept while they are written
   std::string out_body_;
+  static constexpr std::size_t kReusedBodyBytes = 64 * 1024;  // larger buffers are not kept
   bool first_request_ = true;
   bool idle_ = false;
   bool keep_alive_ = true;
