@@ -47,7 +47,7 @@ class UpstreamResponseParser final : public boost::beast::http::basic_parser<fal
       return 0;
     }
     const std::size_t n = std::min(body_.size, s.size());
-    std::memcpy(body_.data, s.data(), n);
+    if (n != 0) std::memcpy(body_.data, s.data(), n);  // an empty piece may have no data pointer
     body_.data = static_cast<char*>(body_.data) + n;
     body_.size -= n;
     if (n < s.size()) ec = boost::beast::http::error::need_buffer;
