@@ -66,14 +66,11 @@ struct Worker {
   // timer (one timerfd_settime) whenever a new timer becomes the earliest, which a lone
   // connection's per-operation timeouts otherwise do four times a request.
   net::steady_timer anchor{ioc};
-  // The tick also enforces sessions' loop deadlines (Session::enforce_deadlines), so it is
-  // their resolution.
+  // The tick also visits every session (Session::on_tick): it enforces their loop deadlines,
+  // so it is their resolution, and starts the client hang-up watch of requests still waiting
+  // on a replica, so a request answered within a tick never pays for one.
   static constexpr std::chrono::milliseconds kTick{100};
   std::vector<std::shared_ptr<Session>> ticking;  // the tick's scratch
-  // Sessions whose request went upstream since the last tick. The tick starts their client
-  // hang-up watch (Session::watch_if_waiting): a request answered before the next tick never
-  // pays for one (an epoll_ctl and a cancelled wait).
-  std::vector<std::weak_ptr<Session>> unwatched;
   ConnPool conns;
 };
 

@@ -54,8 +54,9 @@ json::value parse_body(std::string_view body, json::error_code& ec) {
 
 // Writes `body` with stream_options.include_usage set to true. Edits the text where the change
 // is local (no stream_options, or a null or empty one), so the client's bytes otherwise pass
-// untouched; re-serialises through a DOM in the rare remaining cases.
-bool add_include_usage(std::string_view body, const RequestFacts& f, std::string& out) {
+// untouched; re-serialises through a DOM in the rare remaining cases (the one already built for
+// filters, when there is one).
+bool add_include_usage(std::string_view body, const RequestFacts& f, const json::value* dom, std::string& out) {
   constexpr std::string_view kOptions = R"({"include_usage":true})";
   const auto& so = f.stream_options;
   out.clear();
@@ -68,8 +69,10 @@ bool add_include_usage(std::string_view body, const RequestFacts& f, std::string
     return true;
   }
   json::error_code ec;
-  auto copy = json::parse(body, ec);
-  if (ec || !copy.is_object()) return false;  // the scan accepted it, so this does not happen
+  auto copy = dom ? json::value(*dom, json::storage_ptr()) : json::parse(body, ec);
+  // The scan accepted the body, so boost::json does too (tested on edge cases). Were that ever
+  // wrong, the body goes as the client sent it and stream tokens are counted from content.
+  if (ec || !copy.is_object()) return false;
   auto& options = copy.get_object()["stream_options"];
   if (!options.is_object()) options = json::object();
   options.get_object()["include_usage"] = true;
@@ -159,7 +162,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
   out.client_body = body;
   if (out.stream && !out.client_wants_usage) {
     // The gateway always learns token counts; the extra usage chunk is stripped later.
-    out.usage_injected = add_include_usage(body, f, out.rewritten_body);
+    out.usage_injected = add_include_usage(body, f, out.json.get(), out.rewritten_body);
   }
   return std::nullopt;
 }

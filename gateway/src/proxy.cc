@@ -44,7 +44,6 @@ double Session::upstream_budget_s(double step_s) const {
 void Session::proxy() {
   ++gen_;
   awaiting_upstream_ = true;
-  worker_.unwatched.push_back(weak_from_this());
   pool_ = impl_->upstreams.find(ctx_->model);
   if (!pool_) return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
   std::weak_ptr<Session> weak = shared_from_this();
@@ -220,35 +219,27 @@ void Session::on_upstream_head(beast::error_code ec) {
   // A declared length over the cap fails before reading anything.
   if (const auto len = up_parser_->content_length(); len && *len > config_->limits.max_upstream_body_bytes)
     return upstream_body_too_large();
+  up_parser_->collect_into(&up_body_);
   read_upstream_body();
 }
 
 void Session::read_upstream_body() {
   // The bytes that came with the head (usually the whole body) are parsed here: async_read_some
-  // would queue its immediate completion behind a poll of the reactor.
+  // would queue its immediate completion behind a poll of the reactor. The parser appends the
+  // body to up_body_.
   while (!up_parser_->is_done() && up_buffer_.size() > 0) {
-    up_parser_->body().data = up_chunk_.data();
-    up_parser_->body().size = up_chunk_.size();
     beast::error_code ec;
     const std::size_t used = up_parser_->put(up_buffer_.data(), ec);
     up_buffer_.consume(used);
-    const auto got = up_chunk_.size() - up_parser_->body().size;
-    up_body_.append(up_chunk_.data(), got);
-    if (ec == http::error::need_buffer) ec = {};
     if (ec == http::error::need_more) break;
     if (ec) return attempt_failed("body_read_failed", false, false);
     if (up_body_.size() > config_->limits.max_upstream_body_bytes) return upstream_body_too_large();
-    if (used == 0 && got == 0) break;
+    if (used == 0) break;
   }
   if (up_parser_->is_done()) return on_upstream_body({});
-  up_parser_->body().data = up_chunk_.data();
-  up_parser_->body().size = up_chunk_.size();
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.between_chunks_s)));
   http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g != self->gen_) return;
-    if (ec == http::error::need_buffer) ec = {};
-    const auto got = self->up_chunk_.size() - self->up_parser_->body().size;
-    self->up_body_.append(self->up_chunk_.data(), got);
     if (!ec && self->up_body_.size() > self->config_->limits.max_upstream_body_bytes) return self->upstream_body_too_large();
     if (ec) return self->attempt_failed(ec == beast::error::timeout ? "body_timeout" : "body_read_failed", false,
                                         ec == beast::error::timeout);
@@ -287,7 +278,10 @@ void Session::on_upstream_body(beast::error_code) {
   LocalReply r;
   r.status = status;
   if (const auto ct = up_parser_->content_type(); !ct.empty()) r.content_type.assign(ct);  // default: application/json
-  r.body.swap(up_body_);  // send_local hands back a buffer for the next answer
+  // The answer moves into the reply and the previous answer's buffer, already written, becomes
+  // the next upstream body's: a connection's answers cycle through two buffers.
+  r.body.swap(up_body_);
+  up_body_.swap(out_body_);
   send_local(std::move(r));
 }
 
@@ -324,10 +318,6 @@ void Session::attempt_failed(const std::string& reason, bool before_response, bo
     return send_error(error_with_status(503, "no replica of model '" + ctx_->model + "' is reachable (" + reason + ")",
                                         "no_ready_replica"));
   send_error(error_with_status(502, "upstream failed (" + reason + ")", "upstream_error"));
-}
-
-void Session::watch_if_waiting() {
-  if (awaiting_upstream_ && ctx_) watch_client();
 }
 
 // While the replica works, a wait on the client socket notices a client that hangs up, so its

@@ -120,17 +120,13 @@ void arm_anchor(Worker& w) {
   w.anchor.expires_after(Worker::kTick);
   w.anchor.async_wait([&w](beast::error_code ec) {
     if (ec) return;
-    auto batch = std::move(w.unwatched);
-    w.unwatched.clear();
-    for (auto& weak : batch)
-      if (auto s = weak.lock()) s->watch_if_waiting();
     {
       std::lock_guard lock(w.sessions_mu);
       for (auto& [_, weak] : w.sessions)
         if (auto s = weak.lock()) w.ticking.push_back(std::move(s));
     }
     const auto now = std::chrono::steady_clock::now();
-    for (auto& s : w.ticking) s->enforce_deadlines(now);
+    for (auto& s : w.ticking) s->on_tick(now);
     w.ticking.clear();  // outside the lock: the last reference may end a session here
     arm_anchor(w);
   });

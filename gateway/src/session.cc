@@ -57,17 +57,20 @@ void Session::arm_client_deadline(double seconds) {
   client_deadline_ = Clock::now() + secs(seconds);
 }
 
-void Session::enforce_deadlines(Clock::time_point now) {
+void Session::on_tick(Clock::time_point now) {
   beast::error_code ignored;
   if (now >= upstream_deadline_ && upstream_) {
     upstream_deadline_ = Clock::time_point::max();
     upstream_timed_out_ = true;
     upstream_->socket().close(ignored);  // the pending step completes with an error
+    return;
   }
   if (now >= client_deadline_) {
     client_deadline_ = Clock::time_point::max();
     stream_.socket().close(ignored);
+    return;
   }
+  if (awaiting_upstream_ && ctx_) watch_client();
 }
 
 double Session::since_start() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -366,12 +369,6 @@ void Session::send_local(LocalReply reply, bool close) {
   head += "\r\n\r\n"sv;
   out_body_.clear();
   if (req_.method() != http::verb::head) out_body_.swap(reply.body);
-  // The previous answer's buffer (now in reply.body) becomes the next upstream body's, so a
-  // connection's answers reuse two buffers instead of allocating and growing one each time.
-  if (up_body_.capacity() < reply.body.capacity() && reply.body.capacity() <= kReusedBodyBytes) {
-    reply.body.clear();
-    up_body_.swap(reply.body);
-  }
   awaiting_upstream_ = false;
   if (ctx_) {
     ctx_->status = reply.status;
@@ -396,6 +393,8 @@ void Session::send_error(const ApiError& e, bool close) {
 }
 
 void Session::on_written(bool close_after, beast::error_code ec) {
+  // A kept-alive connection holds on to small buffers only: the next answer reuses them.
+  if (out_body_.capacity() > kReusedBodyBytes) std::string().swap(out_body_);
   finish_request(ctx_ ? ctx_->status : 0, ec ? "client_write_failed" : "");
   if (ec || close_after) return close();
   first_request_ = false;

@@ -35,11 +35,9 @@ class Session final : public std::enable_shared_from_this<Session> {
   ~Session();
   void start();
   void close_if_idle();
-  // From the worker's tick: a request still waiting on its replica starts watching for a client
-  // that hangs up.
-  void watch_if_waiting();
-  // From the worker's tick: a step past its loop deadline fails as if it had timed out.
-  void enforce_deadlines(Clock::time_point now);
+  // From the worker's tick: a step past its loop deadline fails as if it had timed out, and a
+  // request still waiting on its replica starts watching for a client that hangs up.
+  void on_tick(Clock::time_point now);
 
  private:
   // --- downstream (session.cc)
@@ -101,7 +99,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   RequestSeries series_;                         // metric children of the last request
   std::string out_head_;  // send_local's response head and body, kept while they are written
   std::string out_body_;
-  static constexpr std::size_t kReusedBodyBytes = 64 * 1024;  // larger buffers are not kept
+  static constexpr std::size_t kReusedBodyBytes = 64 * 1024;  // a larger out_body_ is freed once written
   bool first_request_ = true;
   bool idle_ = false;
   bool keep_alive_ = true;

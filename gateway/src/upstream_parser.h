@@ -27,6 +27,9 @@ class UpstreamResponseParser final : public boost::beast::http::basic_parser<fal
   int status() const { return status_; }
   std::string_view content_type() const { return content_type_; }
   Buffer& body() { return body_; }
+  // From now on body bytes are appended to `sink` instead (a body read whole): no buffer to
+  // refill, no copy through it.
+  void collect_into(std::string* sink) { sink_ = sink; }
 
  private:
   void on_request_impl(boost::beast::http::verb, string_view, string_view, int, error_code&) override {}
@@ -42,6 +45,10 @@ class UpstreamResponseParser final : public boost::beast::http::basic_parser<fal
   void on_finish_impl(error_code&) override {}
 
   std::size_t take(string_view s, error_code& ec) {
+    if (sink_) {
+      sink_->append(s.data(), s.size());
+      return s.size();
+    }
     if (!body_.data) {
       ec = boost::beast::http::error::need_buffer;
       return 0;
@@ -57,6 +64,7 @@ class UpstreamResponseParser final : public boost::beast::http::basic_parser<fal
   int status_ = 0;
   std::string content_type_;
   Buffer body_;
+  std::string* sink_ = nullptr;
 };
 
 }  // namespace tidegate::gateway

@@ -21,11 +21,13 @@ struct Parsed {
   boost::beast::error_code ec;
 };
 
-// Feeds `wire` `piece` bytes at a time through a 7-byte body buffer.
-Parsed feed(const std::string& wire, std::size_t piece) {
+// Feeds `wire` `piece` bytes at a time, the body through a 7-byte buffer as a stream reads it,
+// or with `collect` appended whole to a string as a non-stream answer is.
+Parsed feed(const std::string& wire, std::size_t piece, bool collect = false) {
   UpstreamResponseParser p;
   p.body_limit(boost::none);
   Parsed out;
+  if (collect) p.collect_into(&out.body);
   std::array<char, 7> chunk{};
   std::string pending;
   std::size_t fed = 0;
@@ -43,7 +45,7 @@ Parsed feed(const std::string& wire, std::size_t piece) {
       boost::beast::error_code ec;
       const auto used = p.put(boost::asio::buffer(pending), ec);
       pending.erase(0, used);
-      out.body.append(chunk.data(), chunk.size() - p.body().size);
+      if (!collect) out.body.append(chunk.data(), chunk.size() - p.body().size);
       if (ec == http::error::need_buffer) continue;  // the body buffer was full: drain and go on
       if (ec == http::error::need_more) break;
       if (ec) {
@@ -77,7 +79,7 @@ TEST(UpstreamResponseParser, LengthDelimitedBody) {
                            std::to_string(body.size()) + "\r\n\r\n" + body;
   for (std::size_t piece : {1u, 3u, 16u, 4096u}) {
     SCOPED_TRACE(piece);
-    expect_parsed(feed(wire, piece), 200, "application/json", body, true);
+    for (bool collect : {false, true}) expect_parsed(feed(wire, piece, collect), 200, "application/json", body, true);
   }
 }
 
@@ -87,7 +89,7 @@ TEST(UpstreamResponseParser, ChunkedBodyAndConnectionClose) {
       "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0c\r\n, replica 2!\r\n0\r\n\r\n";
   for (std::size_t piece : {1u, 5u, 4096u}) {
     SCOPED_TRACE(piece);
-    expect_parsed(feed(wire, piece), 503, "text/plain", "hello, replica 2!", false);
+    for (bool collect : {false, true}) expect_parsed(feed(wire, piece, collect), 503, "text/plain", "hello, replica 2!", false);
   }
 }
 

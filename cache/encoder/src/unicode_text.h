@@ -5,12 +5,14 @@
 #include <string>
 #include <string_view>
 
+#include "tidegate/common/utf8.h"
+
 namespace tidegate::cache::unicode {
 
 // Decodes one code point at `pos` and advances it. An invalid or truncated sequence, an
 // overlong form or a surrogate yields U+FFFD and consumes one byte.
 char32_t next_code_point(std::string_view s, std::size_t& pos);
-void append_utf8(std::string& out, char32_t c);
+using tidegate::append_utf8;
 
 // Rust char::is_whitespace (the White_Space property).
 bool is_whitespace(char32_t c);
