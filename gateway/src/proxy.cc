@@ -177,20 +177,30 @@ void Session::send_upstream() {
   up_parser_->body_limit(boost::none);
   // One deadline covers the write and the wait for the first byte.
   arm_upstream_deadline(upstream_budget_s(config_->timeouts.first_byte_s));
-  const std::array<net::const_buffer, 2> bufs{net::buffer(up_head_), net::buffer(body)};
-  net::async_write(*upstream_, bufs, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
+  // The write and the head read use the raw socket: the tick enforces their deadline, and
+  // single buffers let Asio use send(2)/recv(2) instead of sendmsg(2)/recvmsg(2). A small
+  // body is copied behind the head for that; a large one is sent from the client's bytes.
+  auto written = [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g != self->gen_) return;
     if (ec) {
       self->upstream_deadline_ = Clock::time_point::max();
       return self->attempt_failed("write_failed", true, ec == beast::error::timeout || self->upstream_timed_out_);
     }
-    http::async_read_header(*self->upstream_, self->up_buffer_, *self->up_parser_, [self, g](beast::error_code ec, std::size_t) {
-      if (g != self->gen_) return;
-      self->upstream_deadline_ = Clock::time_point::max();
-      if (ec && self->upstream_timed_out_) ec = beast::error::timeout;
-      self->on_upstream_head(ec);
-    });
-  });
+    http::async_read_header(self->upstream_->socket(), self->up_buffer_, *self->up_parser_,
+                            [self, g](beast::error_code ec, std::size_t) {
+                              if (g != self->gen_) return;
+                              self->upstream_deadline_ = Clock::time_point::max();
+                              if (ec && self->upstream_timed_out_) ec = beast::error::timeout;
+                              self->on_upstream_head(ec);
+                            });
+  };
+  if (body.size() <= kCopiedBodyBytes) {
+    up_head_ += body;
+    net::async_write(upstream_->socket(), net::buffer(up_head_), std::move(written));
+  } else {
+    const std::array<net::const_buffer, 2> bufs{net::buffer(up_head_), net::buffer(body)};
+    net::async_write(upstream_->socket(), bufs, std::move(written));
+  }
 }
 
 void Session::arm_upstream_deadline(double seconds) {

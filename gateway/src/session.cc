@@ -84,7 +84,9 @@ void Session::wait_for_request() {
   if (buffer_.size() > 0) return read_header();
   idle_ = true;
   arm_client_deadline(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s);
-  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  // The raw socket, not the Beast stream: the tick enforces this step's deadline, and a plain
+  // buffer lets Asio use recv(2) rather than recvmsg(2) with a one-entry iovec.
+  stream_.socket().async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
     self->idle_ = false;
     self->client_deadline_ = Clock::time_point::max();
     if (ec) return self->close();
@@ -376,11 +378,20 @@ void Session::send_local(LocalReply reply, bool close) {
     if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
   }
   arm_client_deadline(config_->timeouts.write_s);
-  const std::array<net::const_buffer, 2> bufs{net::buffer(out_head_), net::buffer(out_body_)};
-  net::async_write(stream_, bufs, [self = shared_from_this(), must_close](beast::error_code ec, std::size_t) {
+  auto written = [self = shared_from_this(), must_close](beast::error_code ec, std::size_t) {
     self->client_deadline_ = Clock::time_point::max();
     self->on_written(must_close, ec);
-  });
+  };
+  // Written on the raw socket (the tick enforces the deadline). A small body is copied behind
+  // the head so the answer goes out in one send(2), cheaper in the kernel than a two-entry
+  // sendmsg(2); a large one is not copied.
+  if (out_body_.size() <= kCopiedBodyBytes) {
+    head += out_body_;
+    net::async_write(stream_.socket(), net::buffer(out_head_), std::move(written));
+  } else {
+    const std::array<net::const_buffer, 2> bufs{net::buffer(out_head_), net::buffer(out_body_)};
+    net::async_write(stream_.socket(), bufs, std::move(written));
+  }
 }
 
 void Session::send_error(const ApiError& e, bool close) {

@@ -100,6 +100,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   std::string out_head_;  // send_local's response head and body, kept while they are written
   std::string out_body_;
   static constexpr std::size_t kReusedBodyBytes = 64 * 1024;  // a larger out_body_ is freed once written
+  static constexpr std::size_t kCopiedBodyBytes = 16 * 1024;  // a body up to this is sent in the head's buffer
   bool first_request_ = true;
   bool idle_ = false;
   bool keep_alive_ = true;
