@@ -18,7 +18,8 @@ def render(r, note):
              "The machine is shared with other builds and tests and is noisy: compare the targets "
              "with each other (ratios), not with other machines; tail latencies at concurrency 1 are "
              "dominated by scheduling noise.", "",
-             f"Load: {r['load']}; {r['duration_s']} s per point after a 2 s warm-up; "
+             f"Load: {r['load']}; {r['duration_s']} s per point after a 2 s warm-up"
+             + (f" ({r['rounds']})" if "rounds" in r else "") + "; "
              f"{r['connections']} connections ({r['wrk_threads']} wrk threads) and 1 connection. "
              f"Upstream: {r['simulator']}. wrk, the proxies and the simulator share the same cores.", "",
              f"| target | req/s at {r['connections']} conns | p50 / p99 at {r['connections']} (µs) | "

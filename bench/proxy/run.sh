@@ -4,8 +4,8 @@
 # through nginx as a plain keep-alive reverse proxy, in one run. Prints one JSON report.
 #
 # Env: BUILD (build dir with bin/, default build), DURATION (s per point, default 10),
-# CONNECTIONS (default 64), WRK_THREADS (default 2), SIM_THREADS (default 2), ROUNDS (the
-# concurrency-1 points are split into this many interleaved slices, default 5),
+# CONNECTIONS (default 64), WRK_THREADS (default 2), SIM_THREADS (default 2), ROUNDS (every
+# point is split into this many slices, interleaved across targets; default 5),
 # NGINX_PORT (default 18002), RESULT_JSON (also write the report there).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -107,17 +107,21 @@ for t in "${targets[@]}"; do
     -d '{"model":"sim","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"stream":true}' \
     "${URL[$t]}/v1/chat/completions") || die "$t: streaming probe failed"
   [[ $sse == *"data: [DONE]"* && $sse != *'"usage"'* ]] || die "$t: unexpected streaming probe reply: $sse"
-  log "$t: warm-up, then ${DURATION}s at $CONNECTIONS connections, non-stream then stream"
+  log "$t: warm-up"
   run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" 2 "$WORK/warmup.txt"
-  run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$DURATION" "$WORK/$t.c$CONNECTIONS.txt"
-  run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$DURATION" "$WORK/$t.s$CONNECTIONS.txt" $HERE/chat_stream.lua
 done
-# Concurrency 1 measures added latency, which the other tenants of a shared machine swamp in
-# bursts: interleaving short slices of every target spreads a burst over all of them, and the
-# summary takes the median slice.
+# The other tenants of a shared machine take CPU in bursts, which would land on whichever
+# target was being measured: every point is run as interleaved slices of all targets, so a
+# burst is spread over them, and the summary takes the median slice.
 slice=$(( (DURATION + ROUNDS - 1) / ROUNDS ))
 ((slice >= 2)) || slice=2
-log "concurrency 1: $ROUNDS interleaved rounds of ${slice}s per target"
+log "$ROUNDS interleaved rounds of ${slice}s per target and point: $CONNECTIONS connections non-stream and stream, then 1 connection"
+for ((r = 1; r <= ROUNDS; r++)); do
+  for t in "${targets[@]}"; do
+    run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$slice" "$WORK/$t.c$CONNECTIONS.r$r.txt"
+    run_wrk "$t" "$WRK_THREADS" "$CONNECTIONS" "$slice" "$WORK/$t.s$CONNECTIONS.r$r.txt" $HERE/chat_stream.lua
+  done
+done
 for ((r = 1; r <= ROUNDS; r++)); do
   for t in "${targets[@]}"; do run_wrk "$t" 1 1 "$slice" "$WORK/$t.c1.r$r.txt"; done
 done
@@ -127,7 +131,7 @@ cat >"$WORK/meta.json" <<JSON
 {"bench": "proxy", "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)",
  "machine": {"nproc": $(nproc), "cpu": "$cpu", "load_avg_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)"},
  "duration_s": $DURATION, "connections": $CONNECTIONS, "wrk_threads": $WRK_THREADS,
- "concurrency_1": "$ROUNDS interleaved rounds of ${slice}s per target; median of the rounds",
+ "rounds": "every point is $ROUNDS interleaved rounds of ${slice}s per target; the median of the rounds",
  "load": "wrk, keep-alive, POST /v1/chat/completions with 8 output tokens: cN non-stream, sN streaming (SSE)",
  "simulator": "tidegate-sim --ttft-ms 0 --tpot-ms 0 --threads $SIM_THREADS",
  "skipped": [$(for n in nginx tidegate; do [[ " ${targets[*]} " == *" $n "* ]] || printf '"%s",' "$n"; done | sed 's/,$//')]}

@@ -60,6 +60,10 @@ def main():
     for key, point in (("tidegate_vs_nginx_throughput", high), ("tidegate_vs_nginx_stream_throughput", stream)):
         if point in tg and point in ng:
             report[key] = round(tg[point]["rps"] / max(ng[point]["rps"], 1e-9), 3)
+            # The same ratio round by round: slices run back to back, so this is the spread.
+            if "rounds" in tg[point] and "rounds" in ng[point]:
+                report[key + "_by_round"] = [round(a["rps"] / max(b["rps"], 1e-9), 3)
+                                             for a, b in zip(tg[point]["rounds"], ng[point]["rounds"])]
     print(json.dumps(report, indent=2))
 
 

@@ -21,6 +21,7 @@ class DashboardFeed final : public gateway::RequestFilter {
 
   void on_complete(const gateway::RequestContext& ctx) override;
   bool reads_request_body() const override { return false; }
+  bool runs_before_forward() const override { return false; }  // it only watches completions
   // Called about once a step by the housekeeping thread.
   void sample(double t, const std::map<std::string, double>& queue_depth,
               const std::map<std::string, std::pair<int, int>>& desired_active);

@@ -3,7 +3,10 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -30,6 +33,23 @@ using Socket = net::basic_stream_socket<tcp, Executor>;
 using TcpStream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 
 class Session;
+
+// Loop deadlines and idle ages have the tick's resolution (100 ms), so they read the coarse
+// monotonic clock: it is the same clock as steady_clock, updated every jiffy, and reading it
+// skips the TSC (several reads a request). Deadlines add one jiffy so that none fires early.
+inline std::chrono::steady_clock::time_point coarse_now() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return std::chrono::steady_clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+inline std::chrono::steady_clock::duration coarse_resolution() {
+  static const auto res = [] {
+    timespec ts{};
+    ::clock_getres(CLOCK_MONOTONIC_COARSE, &ts);
+    return std::chrono::steady_clock::duration(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  }();
+  return res;
+}
 
 // Config durations are seconds as double; timers want steady_clock durations.
 inline std::chrono::steady_clock::duration secs(double s) {
@@ -111,6 +131,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   GatewayStats stats;
   Upstreams upstreams;
   std::vector<std::shared_ptr<RequestFilter>> filters;
+  std::vector<bool> filter_runs_before_forward;  // per filter: its pre_forward is called
   bool copy_request_headers = false;  // some filter reads RequestContext::request_headers
   bool parse_request_body = false;    // some filter reads RequestContext::body
   std::vector<Route> routes;

@@ -21,7 +21,7 @@ bool peer_closed(TcpStream& s) {
 std::unique_ptr<TcpStream> ConnPool::take(std::uint64_t serial) {
   auto it = idle_.find(serial);
   if (it == idle_.end()) return nullptr;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = coarse_now();
   while (!it->second.empty()) {
     auto idle = std::move(it->second.back());
     it->second.pop_back();
@@ -33,11 +33,11 @@ std::unique_ptr<TcpStream> ConnPool::take(std::uint64_t serial) {
 
 void ConnPool::put(std::uint64_t serial, std::unique_ptr<TcpStream> conn) {
   auto& v = idle_[serial];
-  if (v.size() < kMaxIdlePerReplica) v.push_back({std::chrono::steady_clock::now(), std::move(conn)});
+  if (v.size() < kMaxIdlePerReplica) v.push_back({coarse_now(), std::move(conn)});
 }
 
-double Session::upstream_budget_s(double step_s) const {
-  const double left = config_->timeouts.total_s - since_start();
+double Session::upstream_budget_s(double step_s, Clock::time_point now) const {
+  const double left = config_->timeouts.total_s - std::chrono::duration<double>(now - start_).count();
   return std::max(0.001, std::min(step_s, left));
 }
 
@@ -169,14 +169,15 @@ void Session::send_upstream() {
   up_head_ += "\r\nContent-Length: "sv;
   up_head_ += std::to_string(body.size());
   up_head_ += "\r\n\r\n"sv;
+  const auto now = Clock::now();
   if (!upstream_started_) {
     upstream_started_ = true;
-    upstream_start_ = Clock::now();
+    upstream_start_ = now;
   }
   up_parser_.emplace();
   up_parser_->body_limit(boost::none);
   // One deadline covers the write and the wait for the first byte.
-  arm_upstream_deadline(upstream_budget_s(config_->timeouts.first_byte_s));
+  arm_upstream_deadline(upstream_budget_s(config_->timeouts.first_byte_s, now));
   // The write and the head read use the raw socket: the tick enforces their deadline, and
   // single buffers let Asio use send(2)/recv(2) instead of sendmsg(2)/recvmsg(2). A small
   // body is copied behind the head for that; a large one is sent from the client's bytes.
@@ -206,7 +207,7 @@ void Session::send_upstream() {
 void Session::arm_upstream_deadline(double seconds) {
   upstream_->expires_never();
   upstream_timed_out_ = false;
-  upstream_deadline_ = Clock::now() + secs(seconds);
+  upstream_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
 }
 
 void Session::on_upstream_head(beast::error_code ec) {
@@ -284,7 +285,7 @@ void Session::on_upstream_body(beast::error_code) {
   if (status >= 500) impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
   release_replica(status >= 500 ? Outcome::kFailure : Outcome::kSuccess);
   if (reusable) worker_.conns.put(serial, std::move(upstream_));
-  drop_upstream();
+  drop_upstream(false);
   LocalReply r;
   r.status = status;
   if (const auto ct = up_parser_->content_type(); !ct.empty()) r.content_type.assign(ct);  // default: application/json
@@ -386,9 +387,9 @@ void Session::release_replica(Outcome outcome) {
   else if (auto pool = impl_->upstreams.find(ctx_ ? ctx_->model : "")) pool->release(r, outcome);
 }
 
-void Session::drop_upstream() {
+void Session::drop_upstream(bool stamp_end) {
   upstream_deadline_ = Clock::time_point::max();
-  if (upstream_reused_ || upstream_) {
+  if (stamp_end && (upstream_reused_ || upstream_)) {
     if (upstream_started_) upstream_end_ = Clock::now();
   }
   if (!upstream_) return;

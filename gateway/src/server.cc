@@ -125,7 +125,7 @@ void arm_anchor(Worker& w) {
       for (auto& [_, weak] : w.sessions)
         if (auto s = weak.lock()) w.ticking.push_back(std::move(s));
     }
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = coarse_now();  // the clock the deadlines were set on
     for (auto& s : w.ticking) s->on_tick(now);
     w.ticking.clear();  // outside the lock: the last reference may end a session here
     arm_anchor(w);
@@ -149,6 +149,7 @@ Gateway::~Gateway() {
 void Gateway::add_filter(std::shared_ptr<RequestFilter> filter) {
   if (filter->reads_request_headers()) impl_->copy_request_headers = true;
   if (filter->reads_request_body()) impl_->parse_request_body = true;
+  impl_->filter_runs_before_forward.push_back(filter->runs_before_forward());
   impl_->filters.push_back(std::move(filter));
 }
 

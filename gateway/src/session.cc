@@ -54,7 +54,7 @@ void Session::close_if_idle() {
 
 void Session::arm_client_deadline(double seconds) {
   stream_.expires_never();  // no Beast timer left over from a step that used one
-  client_deadline_ = Clock::now() + secs(seconds);
+  client_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
 }
 
 void Session::on_tick(Clock::time_point now) {
@@ -146,7 +146,7 @@ void Session::on_header(beast::error_code ec) {
     if (ec) return on_body(ec);
     if (used == 0) break;
   }
-  if (parser_->is_done()) return on_body({});
+  if (parser_->is_done()) return on_body({}, false);
   auto read_body = [self = shared_from_this()] {
     self->stream_.expires_after(secs(self->config_->timeouts.body_read_s));
     http::async_read(self->stream_, self->buffer_, *self->parser_,
@@ -164,7 +164,7 @@ void Session::on_header(beast::error_code ec) {
   read_body();
 }
 
-void Session::on_body(beast::error_code ec) {
+void Session::on_body(beast::error_code ec, bool waited) {
   if (ec == http::error::body_limit) {
     impl_->stats.local_reply("body_too_large");
     return send_error(error_with_status(413, "request body is larger than the limit", "body_too_large"), true);
@@ -173,7 +173,7 @@ void Session::on_body(beast::error_code ec) {
   req_ = parser_->release();
   keep_alive_ = req_.keep_alive();
   impl_->refresh(config_, config_seen_);  // a reload while this connection sat idle applies now
-  start_ = Clock::now();
+  if (waited) start_ = Clock::now();
   handle_request();
 }
 
@@ -313,6 +313,7 @@ struct FilterCall {
 
 void Session::run_filters(std::size_t index) {
   for (; index < impl_->filters.size(); ++index) {
+    if (!impl_->filter_runs_before_forward[index]) continue;
     auto call = std::make_shared<FilterCall>(index);
     impl_->filters[index]->pre_forward(
         ctx_, [self = shared_from_this(), ex = stream_.get_executor(), call](std::optional<LocalReply> r) {

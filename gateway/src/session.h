@@ -44,7 +44,8 @@ class Session final : public std::enable_shared_from_this<Session> {
   void wait_for_request();
   void read_header();
   void on_header(beast::error_code ec);
-  void on_body(beast::error_code ec);
+  // `waited`: the body needed reads of its own, so the request starts now, not at its head.
+  void on_body(beast::error_code ec, bool waited = true);
   void handle_request();
   void handle_inference(Endpoint endpoint);
   void handle_route(const Route& route);
@@ -79,14 +80,16 @@ class Session final : public std::enable_shared_from_this<Session> {
   void attempt_failed(const std::string& reason, bool before_response, bool timeout);
   void release_replica(Outcome outcome);
   void watch_client();
-  void drop_upstream();
+  // `stamp_end`: the try ends now (false where the caller already set upstream_end_).
+  void drop_upstream(bool stamp_end = true);
   // The steps every request takes (waiting for the next request, writing the response, sending
   // upstream, waiting for the first byte) are timed by the worker's tick instead of a Beast
   // timer each: a timer cost a heap insert, a cancel and a handler run per step. They fire up
   // to one tick (Worker::kTick) late. The step's completion disarms them.
   void arm_client_deadline(double seconds);
   void arm_upstream_deadline(double seconds);
-  double upstream_budget_s(double step_s) const;
+  // What is left of the total timeout at `now`, capped at the step's own timeout.
+  double upstream_budget_s(double step_s, Clock::time_point now = Clock::now()) const;
 
   std::shared_ptr<Gateway::Impl> impl_;
   Worker& worker_;

@@ -175,7 +175,7 @@ void Session::finish_stream() {
   const bool reusable = up_parser_->keep_alive() && up_buffer_.size() == 0;
   release_replica(Outcome::kSuccess);
   if (reusable && upstream_) worker_.conns.put(serial, std::move(upstream_));
-  drop_upstream();
+  drop_upstream(false);
   on_written(!stream_keep_alive_, {});
 }
 

@@ -99,6 +99,9 @@ class RequestFilter {
   // ctx.body parsed into a DOM, only when some filter says it reads them.
   virtual bool reads_request_headers() const { return false; }
   virtual bool reads_request_body() const { return true; }
+  // False for a filter that keeps the default pre_forward: the gateway then skips the call,
+  // and the completion object it would allocate for it, on every request.
+  virtual bool runs_before_forward() const { return true; }
   // Each try on a replica (retries make several): replica_id/replica_class are set.
   virtual void on_attempt_start(RequestContext& ctx) {}
   // That try ended; success == the replica answered (non-5xx, stream complete). Token
