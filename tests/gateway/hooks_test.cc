@@ -236,3 +236,48 @@ TEST(GatewayHooks, FilterAndRoutes) {
   EXPECT_EQ(gw.signals().sample("sim").replica_healthy.count("s0"), 0u);
   gw.stop();
 }
+
+namespace {
+
+// Says it does not run before forwarding; its pre_forward would answer every request itself.
+class WatchOnlyFilter final : public RequestFilter {
+ public:
+  void pre_forward(const std::shared_ptr<RequestContext>&, Done done) override {
+    ++pre_forward_calls;
+    LocalReply r;
+    r.status = 418;
+    done(r);
+  }
+  bool runs_before_forward() const override { return false; }
+  bool reads_request_body() const override { return false; }
+  void on_complete(const RequestContext& ctx) override {
+    std::lock_guard lock(mu);
+    statuses.push_back(ctx.status);
+  }
+  std::atomic<int> pre_forward_calls{0};
+  std::mutex mu;
+  std::vector<int> statuses;
+};
+
+}  // namespace
+
+TEST(GatewayHooks, WatchOnlyFilterIsNotAskedBeforeForwarding) {
+  SimProcess sim;
+  ASSERT_GT(sim.port, 0) << "tidegate-sim did not start";
+  Gateway gw(config_for(sim.port));
+  auto watcher = std::make_shared<WatchOnlyFilter>();
+  auto answering = std::make_shared<TestFilter>();  // runs after it, as a filter that does run
+  gw.add_filter(watcher);
+  gw.add_filter(answering);
+  gw.start();
+  auto r = request(gw.port(), http::verb::post, "/v1/chat/completions", chat_body("watched"), "sk-hooks-0001");
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = request(gw.port(), http::verb::post, "/v1/chat/completions", chat_body("cached?"), "sk-hooks-0001");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("from cache"), std::string::npos);  // the later filter still answers
+  answering->wait_for(2);
+  gw.stop();
+  EXPECT_EQ(watcher->pre_forward_calls.load(), 0);
+  std::lock_guard lock(watcher->mu);
+  EXPECT_EQ(watcher->statuses, (std::vector<int>{200, 200}));  // it still sees every completion
+}
