@@ -81,7 +81,10 @@ struct Worker {
   std::mutex sessions_mu;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
   std::thread thread;
-  net::io_context ioc{1};
+  // Sockets here are used by this loop's thread only (accepted ones are handed over as bare
+  // descriptors, pooled upstream connections stay with their loop), so Asio's per-socket
+  // locks are off; handlers may still be posted from any thread.
+  net::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   // Re-armed every tick so that it always expires first. Asio reprograms the loop's kernel
   // timer (one timerfd_settime) whenever a new timer becomes the earliest, which a lone
   // connection's per-operation timeouts otherwise do four times a request.

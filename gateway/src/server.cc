@@ -92,7 +92,10 @@ namespace {
 void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
   if (!impl->acceptor || !impl->acceptor->is_open()) return;
   auto& worker = *impl->workers[impl->next_worker++ % impl->workers.size()];
-  impl->acceptor->async_accept(worker.ioc, [impl, &worker](beast::error_code ec, Socket socket) {
+  // Accepted on the acceptor's own loop, then handed to the worker as a bare descriptor: the
+  // workers' loops skip Asio's per-socket locking (Worker::ioc), so a socket must be
+  // registered with, and only ever touched by, the one loop that owns it.
+  impl->acceptor->async_accept([impl, &worker](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted) return;
     if (!ec) {
       const auto cfg = impl->config();
@@ -107,9 +110,17 @@ void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
         socket.close(ignored);
       } else {
         socket.set_option(tcp::no_delay(true), ec);
-        net::post(worker.ioc, [impl, &worker, s = std::move(socket)]() mutable {
-          std::make_shared<Session>(impl, worker, std::move(s))->start();
-        });
+        const auto protocol = socket.local_endpoint(ec).protocol();
+        const int fd = ec ? -1 : socket.release(ec);
+        if (!ec && fd >= 0) {
+          net::post(worker.ioc, [impl, &worker, protocol, fd] {
+            Socket s(worker.ioc);
+            beast::error_code assign_ec;
+            s.assign(protocol, fd, assign_ec);
+            if (assign_ec) return void(::close(fd));
+            std::make_shared<Session>(impl, worker, std::move(s))->start();
+          });
+        }
       }
     }
     do_accept(impl);
