@@ -97,7 +97,7 @@ void Session::wait_for_request() {
 
 void Session::read_header() {
   idle_ = false;
-  parser_.emplace();
+  parser_.emplace(req_);
   parser_->header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   parser_->body_limit(config_->limits.max_body_bytes);
   // Usually one read has brought the whole request: parse it from the buffer here rather than
@@ -153,7 +153,7 @@ void Session::on_header(beast::error_code ec) {
                      [self](beast::error_code ec, std::size_t) { self->on_body(ec); });
   };
   // curl and others wait (up to a second) for this before sending a larger body.
-  if (beast::iequals(header_value(parser_->get().base(), http::field::expect), "100-continue") && !parser_->is_done()) {
+  if (beast::iequals(req_.header(http::field::expect), "100-continue") && !parser_->is_done()) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     stream_.expires_after(secs(config_->timeouts.write_s));
     return net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this(), read_body](beast::error_code ec, std::size_t) {
@@ -170,7 +170,6 @@ void Session::on_body(beast::error_code ec, bool waited) {
     return send_error(error_with_status(413, "request body is larger than the limit", "body_too_large"), true);
   }
   if (ec) return close();
-  req_ = parser_->release();
   keep_alive_ = req_.keep_alive();
   impl_->refresh(config_, config_seen_);  // a reload while this connection sat idle applies now
   if (waited) start_ = Clock::now();
@@ -229,7 +228,7 @@ void Session::handle_request() {
 
 void Session::handle_route(const Route& route) {
   if (route.admin_only && !config_->admin_key.empty() &&
-      !constant_time_equal(bearer_token(header_value(req_.base(), http::field::authorization)), config_->admin_key)) {
+      !constant_time_equal(bearer_token(req_.header(http::field::authorization)), config_->admin_key)) {
     impl_->stats.local_reply("bad_admin_key");
     return send_error(error_with_status(401, "admin routes need the admin key", "invalid_admin_key"));
   }
@@ -239,7 +238,7 @@ void Session::handle_route(const Route& route) {
   const auto q = rr.target.find('?');
   rr.path = rr.target.substr(0, q);
   if (q != std::string::npos) rr.query = rr.target.substr(q + 1);
-  for (const auto& f : req_) rr.headers[lower(f.name_string())] = std::string(f.value());
+  req_.for_each_field([&rr](const ClientRequest::Field& f) { rr.headers[lower(f.name_string)] = std::string(f.value); });
   rr.body = req_.body();
   auto ex = stream_.get_executor();
   route.handler(rr, [self = shared_from_this(), ex](LocalReply reply) {
@@ -251,17 +250,17 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_ = std::make_shared<RequestContext>();
   ctx_->start = start_;
   ctx_->path = std::string(req_.target());
-  const auto rid = header_value(req_.base(), "x-request-id");
+  const auto rid = req_.header("x-request-id");
   ctx_->request_id = (!rid.empty() && rid.size() <= 128) ? std::string(rid) : impl_->next_request_id();
   if (impl_->copy_request_headers) {
-    for (const auto& f : req_) {
-      if (f.name() == http::field::authorization) continue;  // secrets stay out of filters' hands
-      ctx_->request_headers[lower(f.name_string())] = std::string(f.value());
-    }
+    req_.for_each_field([this](const ClientRequest::Field& f) {
+      if (f.name == http::field::authorization) return;  // secrets stay out of filters' hands
+      ctx_->request_headers[lower(f.name_string)] = std::string(f.value);
+    });
   }
   // Authentication before parsing: unauthenticated clients learn nothing about models.
   if (!config_->api_keys.empty()) {
-    const auto* key = impl_->authenticate(*config_, bearer_token(header_value(req_.base(), http::field::authorization)));
+    const auto* key = impl_->authenticate(*config_, bearer_token(req_.header(http::field::authorization)));
     if (!key) {
       impl_->stats.local_reply("invalid_api_key");
       ctx_->tenant = "unauthenticated";

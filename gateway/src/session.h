@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "client_request.h"
 #include "impl.h"
 #include "sse.h"
 #include "upstream_parser.h"
@@ -14,20 +15,6 @@
 namespace tidegate::gateway {
 
 namespace http = beast::http;
-
-// A header's first value, by a walk over the message's few fields comparing the enum (or, for
-// a name Beast has no enum for, the name): basic_fields::operator[] searches its name index
-// with case-insensitive string compares instead, several hundred instructions a lookup.
-inline std::string_view header_value(const http::fields& fields, http::field name) {
-  for (const auto& f : fields)
-    if (f.name() == name) return f.value();
-  return {};
-}
-inline std::string_view header_value(const http::fields& fields, std::string_view name) {
-  for (const auto& f : fields)
-    if (beast::iequals(f.name_string(), name)) return f.value();
-  return {};
-}
 
 class Session final : public std::enable_shared_from_this<Session> {
  public:
@@ -95,8 +82,8 @@ class Session final : public std::enable_shared_from_this<Session> {
   Worker& worker_;
   TcpStream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::request<http::string_body> req_;
+  std::optional<ClientRequestParser> parser_;  // fills req_
+  ClientRequest req_;
   std::shared_ptr<const GatewayConfig> config_;  // snapshot for the current request
   std::uint64_t config_seen_ = 0;                // Impl::config_version when it was taken
   RequestSeries series_;                         // metric children of the last request
