@@ -197,7 +197,16 @@ void Session::send_upstream() {
   };
   if (body.size() <= kCopiedBodyBytes) {
     up_head_ += body;
-    net::async_write(upstream_->socket(), net::buffer(up_head_), std::move(written));
+    // A request this small nearly always fits the socket's send buffer: sent here, the answer's
+    // read starts in this handler instead of behind a queued write completion. What does not
+    // fit goes out asynchronously.
+    auto& socket = upstream_->socket();
+    beast::error_code ec;
+    if (!socket.non_blocking()) socket.non_blocking(true, ec);  // write_some must not block the loop
+    const std::size_t sent = ec ? 0 : socket.write_some(net::buffer(up_head_), ec);
+    if (!ec && sent == up_head_.size()) return written(ec, sent);
+    if (ec && ec != net::error::would_block && ec != net::error::try_again) return written(ec, 0);
+    net::async_write(socket, net::buffer(up_head_) + sent, std::move(written));
   } else {
     const std::array<net::const_buffer, 2> bufs{net::buffer(up_head_), net::buffer(body)};
     net::async_write(upstream_->socket(), bufs, std::move(written));

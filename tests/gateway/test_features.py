@@ -63,6 +63,27 @@ def test_usage_stripping(env):
         up.close()
 
 
+def test_request_bodies_of_every_size_reach_the_replica_intact(env):
+    # Small bodies travel in the head's buffer, larger ones (over 16 KiB) from the client's own
+    # bytes, and a body larger than a socket buffer needs several writes: all arrive intact.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        sizes = [10, 15 * 1024, 16 * 1024, 17 * 1024, 600 * 1024]
+        with httpx.Client(base_url=gw.url, timeout=20, limits=httpx.Limits(max_connections=1)) as c:
+            for i, n in enumerate(sizes):
+                content = "".join(chr(ord("a") + (i + k) % 26) for k in range(n))
+                r = c.post("/v1/chat/completions", json=chat(content=content, user=f"u{i}"))
+                assert r.status_code == 200, r.text
+                got = up.requests[-1]
+                assert got["messages"] == [{"role": "user", "content": content}], n
+                assert got["user"] == f"u{i}"
+        assert len(up.requests) == len(sizes)
+    finally:
+        gw.close()
+        up.close()
+
+
 def test_keep_alive(env):
     up = FakeUpstream()
     gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
