@@ -33,7 +33,9 @@ Manifests load() {
     for (const auto& doc : YAML::LoadAllFromFile(entry.path().string())) {
       EXPECT_TRUE(doc["apiVersion"] && doc["kind"]) << entry.path();
       const auto kind = doc["kind"].as<std::string>();
-      if (kind != "Kustomization") EXPECT_TRUE(doc["metadata"]["name"]) << entry.path() << " " << kind;
+      if (kind != "Kustomization") {
+        EXPECT_TRUE(doc["metadata"]["name"]) << entry.path() << " " << kind;
+      }
       m.by_kind[kind].push_back(doc);
     }
   }

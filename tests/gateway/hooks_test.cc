@@ -78,7 +78,7 @@ Reply request(int port, http::verb verb, const std::string& target, const std::s
   boost::beast::flat_buffer buf;
   http::response<http::string_body> res;
   http::read(s, buf, res);
-  Reply r{res.result_int(), res.body(), {}};
+  Reply r{static_cast<int>(res.result_int()), res.body(), {}};
   for (const auto& f : res) r.headers[std::string(f.name_string())] = std::string(f.value());
   return r;
 }
