@@ -1,18 +1,16 @@
-// What the gateway pays to read a body: its validating scans (request_scan.h, chunk_scan.h)
-// next to boost::json::parse of the same bytes, which is what they replaced. Bodies are the
-// shapes the proxy benchmark and a real vLLM server send.
+// What the gateway pays to read a body: its validating scans (scan_request, and scan_chunk
+// through summarize_response_body) next to boost::json::parse of the same bytes, which is
+// what they replaced. Bodies are the shapes the proxy benchmark and a real vLLM server send.
 #include <benchmark/benchmark.h>
 
 #include <boost/json.hpp>
 #include <string>
 
-#include "chunk_scan.h"
 #include "request_scan.h"
 #include "sse.h"
 
 namespace {
 
-using tidegate::gateway::ChunkFacts;
 using tidegate::gateway::CompletionSummary;
 using tidegate::gateway::RequestFacts;
 

@@ -134,7 +134,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   GatewayStats stats;
   Upstreams upstreams;
   std::vector<std::shared_ptr<RequestFilter>> filters;
-  std::vector<bool> filter_runs_before_forward;  // per filter: its pre_forward is called
+  std::vector<RequestFilter*> before_forward;  // those of `filters` whose pre_forward runs, in order
   bool copy_request_headers = false;  // some filter reads RequestContext::request_headers
   bool parse_request_body = false;    // some filter reads RequestContext::body
   std::vector<Route> routes;

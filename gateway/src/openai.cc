@@ -55,7 +55,7 @@ json::value parse_body(std::string_view body, json::error_code& ec) {
 // Writes `body` with stream_options.include_usage set to true. Edits the text where the change
 // is local (no stream_options, or a null or empty one), so the client's bytes otherwise pass
 // untouched; re-serialises through a DOM in the rare remaining cases (the one already built for
-// filters, when there is one).
+// filters, when there is one). False when boost::json rejects a body the scan accepted.
 bool add_include_usage(std::string_view body, const RequestFacts& f, const json::value* dom, std::string& out) {
   constexpr std::string_view kOptions = R"({"include_usage":true})";
   const auto& so = f.stream_options;
@@ -70,8 +70,6 @@ bool add_include_usage(std::string_view body, const RequestFacts& f, const json:
   }
   json::error_code ec;
   auto copy = dom ? json::value(*dom, json::storage_ptr()) : json::parse(body, ec);
-  // The scan accepted the body, so boost::json does too (tested on edge cases). Were that ever
-  // wrong, the body goes as the client sent it and stream tokens are counted from content.
   if (ec || !copy.is_object()) return false;
   auto& options = copy.get_object()["stream_options"];
   if (!options.is_object()) options = json::object();
@@ -162,7 +160,11 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
   out.client_body = body;
   if (out.stream && !out.client_wants_usage) {
     // The gateway always learns token counts; the extra usage chunk is stripped later.
-    out.usage_injected = add_include_usage(body, f, out.json.get(), out.rewritten_body);
+    // The scan and boost::json agree on what is valid (ParseRequest.ScanAgreesWithFullParse);
+    // should they ever not, boost::json, the parser the rewrite needs, has the last word.
+    if (!add_include_usage(body, f, out.json.get(), out.rewritten_body))
+      return bad_request("request body is not valid JSON", "", "invalid_json");
+    out.usage_injected = true;
   }
   return std::nullopt;
 }

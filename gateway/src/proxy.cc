@@ -205,7 +205,7 @@ void Session::send_upstream() {
     if (!socket.non_blocking()) socket.non_blocking(true, ec);  // write_some must not block the loop
     const std::size_t sent = ec ? 0 : socket.write_some(net::buffer(up_head_), ec);
     if (!ec && sent == up_head_.size()) return written(ec, sent);
-    if (ec && ec != net::error::would_block && ec != net::error::try_again) return written(ec, 0);
+    if (ec && ec != net::error::would_block) return written(ec, 0);
     net::async_write(socket, net::buffer(up_head_) + sent, std::move(written));
   } else {
     const std::array<net::const_buffer, 2> bufs{net::buffer(up_head_), net::buffer(body)};
@@ -214,7 +214,6 @@ void Session::send_upstream() {
 }
 
 void Session::arm_upstream_deadline(double seconds) {
-  upstream_->expires_never();
   upstream_timed_out_ = false;
   upstream_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
 }
@@ -349,7 +348,6 @@ void Session::attempt_failed(const std::string& reason, bool before_response, bo
 void Session::watch_client() {
   if (watching_) return;
   watching_ = true;
-  stream_.expires_never();  // affects only this wait; writes set their own timeouts
   stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
     self->watching_ = false;
     if (!ec) {

@@ -160,7 +160,7 @@ Gateway::~Gateway() {
 void Gateway::add_filter(std::shared_ptr<RequestFilter> filter) {
   if (filter->reads_request_headers()) impl_->copy_request_headers = true;
   if (filter->reads_request_body()) impl_->parse_request_body = true;
-  impl_->filter_runs_before_forward.push_back(filter->runs_before_forward());
+  if (filter->runs_before_forward()) impl_->before_forward.push_back(filter.get());
   impl_->filters.push_back(std::move(filter));
 }
 

@@ -52,8 +52,9 @@ void Session::close_if_idle() {
   if (idle_) close();
 }
 
+// Beast's timers need no disarming here: they apply only to operations on the Beast stream,
+// each of which sets its own, and the steps timed by the tick use the raw socket.
 void Session::arm_client_deadline(double seconds) {
-  stream_.expires_never();  // no Beast timer left over from a step that used one
   client_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
 }
 
@@ -311,10 +312,9 @@ struct FilterCall {
 }  // namespace
 
 void Session::run_filters(std::size_t index) {
-  for (; index < impl_->filters.size(); ++index) {
-    if (!impl_->filter_runs_before_forward[index]) continue;
+  for (; index < impl_->before_forward.size(); ++index) {
     auto call = std::make_shared<FilterCall>(index);
-    impl_->filters[index]->pre_forward(
+    impl_->before_forward[index]->pre_forward(
         ctx_, [self = shared_from_this(), ex = stream_.get_executor(), call](std::optional<LocalReply> r) {
           if (call->answered.exchange(true)) return;
           call->reply = std::move(r);

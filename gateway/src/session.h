@@ -36,7 +36,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   void handle_request();
   void handle_inference(Endpoint endpoint);
   void handle_route(const Route& route);
-  void run_filters(std::size_t index);
+  void run_filters(std::size_t index);  // Impl::before_forward[index..], then proxy()
   void answer_from_filter(LocalReply reply);
   void send_local(LocalReply reply, bool close = false);
   void send_error(const ApiError& e, bool close = false);
