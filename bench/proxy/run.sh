@@ -56,11 +56,13 @@ done
 # The simulator answers at once with 8 tokens: what is measured is the proxies, not the model.
 "$SIM_BIN" --port $SIM_PORT --ttft-ms 0 --tpot-ms 0 --max-batch 100000 --threads "$SIM_THREADS" \
   >"$WORK/sim.log" 2>&1 &
-PIDS+=($!)
+SIM_PID=$!
+PIDS+=($SIM_PID)
 wait_http "http://127.0.0.1:$SIM_PORT/health" 10 || die "simulator did not come up: $(cat "$WORK/sim.log")"
 
 targets=(direct)
 declare -A URL=([direct]="http://127.0.0.1:$SIM_PORT")
+declare -A PROXY_PIDS=()
 
 if command -v nginx >/dev/null; then
   mkdir -p "$WORK/nginx"
@@ -71,6 +73,7 @@ if command -v nginx >/dev/null; then
   PIDS+=($!)
   if wait_http "http://127.0.0.1:$NGINX_PORT/health" 10; then
     targets+=(nginx); URL[nginx]="http://127.0.0.1:$NGINX_PORT"
+    PROXY_PIDS[nginx]="${PIDS[-1]} $(pgrep -d' ' -P "${PIDS[-1]}")"  # the master and its workers
   else
     log "SKIP nginx: it did not come up: $(cat "$WORK/nginx.log" "$WORK/nginx/error.log" 2>/dev/null)"
   fi
@@ -87,14 +90,36 @@ else
   PIDS+=($!)
   if wait_http "http://127.0.0.1:$GATEWAY_PORT/readyz" 15; then
     targets+=(tidegate); URL[tidegate]="http://127.0.0.1:$GATEWAY_PORT"
+    PROXY_PIDS[tidegate]=${PIDS[-1]}
   else
     log "SKIP tidegate: not ready within 15 s: $(tail -5 "$WORK/tidegate.log")"
   fi
 fi
 
+# CPU time in ns of processes and all their threads, from schedstat: exact, where
+# /proc/PID/stat counts 10 ms ticks.
+cpu_ns() {
+  local total=0 f v
+  for p in "$@"; do
+    for f in /proc/"$p"/task/*/schedstat; do
+      read -r v _ 2>/dev/null <"$f" && total=$((total + v))
+    done
+  done
+  echo "$total"
+}
+busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat; }
+
+# Besides wrk's figures, each slice records the CPU the proxy, the simulator and the whole
+# machine spent on it: throughput on a saturated box is the cores over the machine's CPU per
+# request, and the simulator does the same work behind every target, so its CPU per request
+# tells how fast the shared host ran during the slice.
 run_wrk() {  # target threads connections seconds outfile [lua script]
+  local procs=${PROXY_PIDS[$1]:-} p0 s0 b0
+  p0=$(cpu_ns $procs); s0=$(cpu_ns "$SIM_PID"); b0=$(busy_ticks)
   wrk -t"$2" -c"$3" -d"$4s" --timeout 5s --latency -s "${6:-$HERE/chat.lua}" "${URL[$1]}/v1/chat/completions" >"$5" 2>&1 ||
     log "wrk failed against $1: $(tail -3 "$5")"
+  printf '{"proxy_ns": %s, "sim_ns": %s, "busy_ticks": %s, "ticks_per_s": %s}\n' \
+    "$(( $(cpu_ns $procs) - p0 ))" "$(( $(cpu_ns "$SIM_PID") - s0 ))" "$(( $(busy_ticks) - b0 ))" "$(getconf CLK_TCK)" >"$5.cpu"
 }
 
 for t in "${targets[@]}"; do

@@ -13,12 +13,50 @@ import sys
 def load(path):
     for line in path.read_text().splitlines():
         if line.startswith("WRKJSON "):
-            return json.loads(line[len("WRKJSON "):])
+            r = json.loads(line[len("WRKJSON "):])
+            cpu = path.with_name(path.name + ".cpu")
+            if cpu.exists() and r["requests"] > 0:
+                r["cpu_us_per_request"] = cpu_per_request(json.loads(cpu.read_text()), r["requests"])
+            return r
     return None
 
 
-def main():
-    d = pathlib.Path(sys.argv[1])
+def cpu_per_request(c, requests):
+    """CPU microseconds per request in one slice: the proxy's own processes, the simulator's, and
+    the whole machine's (every process, interrupts included)."""
+    out = {"sim": round(c["sim_ns"] / 1e3 / requests, 3),
+           "machine": round(c["busy_ticks"] / c["ticks_per_s"] * 1e6 / requests, 3)}
+    if c["proxy_ns"] > 0:
+        out["proxy"] = round(c["proxy_ns"] / 1e3 / requests, 3)
+    return out
+
+
+def median_cpu(rs):
+    have = [r["cpu_us_per_request"] for r in rs if "cpu_us_per_request" in r]
+    if not have:
+        return None
+    return {k: round(statistics.median(c[k] for c in have), 3) for k in have[0]}
+
+
+def cpu_ratios(tg_rounds, ng_rounds):
+    """tidegate over nginx, round by round, for CPU per request: the proxy alone, the proxy in
+    units of the simulator's CPU in the same slice (which cancels the host's speed, the largest
+    noise on a shared machine), and the whole machine (whose inverse is the throughput ratio)."""
+    pairs = [(a["cpu_us_per_request"], b["cpu_us_per_request"]) for a, b in zip(tg_rounds, ng_rounds)
+             if "proxy" in a.get("cpu_us_per_request", {}) and "proxy" in b.get("cpu_us_per_request", {})]
+    if not pairs:
+        return None
+    by_round = {
+        "proxy": [a["proxy"] / b["proxy"] for a, b in pairs],
+        "proxy_over_sim": [(a["proxy"] / a["sim"]) / (b["proxy"] / b["sim"]) for a, b in pairs],
+        "machine": [a["machine"] / b["machine"] for a, b in pairs],
+    }
+    return {k: {"median": round(statistics.median(v), 3), "by_round": [round(x, 3) for x in v]}
+            for k, v in by_round.items()}
+
+
+def summarise(d):
+    """The report of the run whose files are in directory d."""
     meta = json.loads((d / "meta.json").read_text())
     rounds = {}
     for f in sorted(d.glob("*.*.txt")):
@@ -36,7 +74,10 @@ def main():
             merged["requests"] = sum(r["requests"] for r in rs)
             merged["max_us"] = max(r["max_us"] for r in rs)
             merged["errors"] = {k: sum(r["errors"][k] for r in rs) for k in rs[0]["errors"]}
-            merged["rounds"] = [{k: r[k] for k in ("rps", "p50_us", "p99_us")} for r in rs]
+            merged["rounds"] = [{k: r[k] for k in ("rps", "p50_us", "p99_us", "cpu_us_per_request") if k in r}
+                                for r in rs]
+            if (cpu := median_cpu(rs)) is not None:
+                merged["cpu_us_per_request"] = cpu
             targets.setdefault(name, {})[conc] = merged
     report = {**meta, "targets": targets}
     direct = targets.get("direct", {})
@@ -64,7 +105,16 @@ def main():
             if "rounds" in tg[point] and "rounds" in ng[point]:
                 report[key + "_by_round"] = [round(a["rps"] / max(b["rps"], 1e-9), 3)
                                              for a, b in zip(tg[point]["rounds"], ng[point]["rounds"])]
-    print(json.dumps(report, indent=2))
+    for key, point in (("tidegate_vs_nginx_cpu_per_request", high),
+                       ("tidegate_vs_nginx_stream_cpu_per_request", stream)):
+        if "rounds" in tg.get(point, {}) and "rounds" in ng.get(point, {}):
+            if (ratios := cpu_ratios(tg[point]["rounds"], ng[point]["rounds"])) is not None:
+                report[key] = ratios
+    return report
+
+
+def main():
+    print(json.dumps(summarise(pathlib.Path(sys.argv[1])), indent=2))
 
 
 if __name__ == "__main__":
