@@ -304,11 +304,17 @@ void Session::on_upstream_body(beast::error_code) {
   send_local(std::move(r));
 }
 
-void Session::attempt_failed(const std::string& reason, bool before_response, bool timeout) {
+void Session::attempt_failed(const std::string& step_reason, bool before_response, bool timeout) {
   if (!ctx_) {  // the request already ended (client gone)
     drop_upstream();
     return release_replica(Outcome::kNeutral);
   }
+  // Each step's deadline is cut short by what is left of the total budget: when that is what
+  // ran out, the total is to blame, not the step, and no other replica has time left either.
+  static const std::string kTotalTimeout = "total_timeout";
+  const bool total_spent = step_reason.ends_with("_timeout") && since_start() >= config_->timeouts.total_s - 0.01;
+  const std::string& reason = total_spent ? kTotalTimeout : step_reason;
+  timeout = timeout || total_spent;
   impl_->stats.upstream_error(ctx_ ? ctx_->model : "none", reason);
   const bool stale_reuse = upstream_reused_ && before_response && !timeout && reason != "connect_failed";
   drop_upstream();

@@ -56,6 +56,36 @@ TEST(GatewayConfig, ParsesEverything) {
   EXPECT_TRUE(c->scaler["whatever"].as<bool>());
 }
 
+// What an operator gets by leaving a key out: the defaults the README documents.
+TEST(GatewayConfig, DefaultsForEverythingLeftOut) {
+  auto c = parse_gateway_config_text(
+      "models:\n  - name: m\n    replicas:\n      - {id: a, url: \"http://127.0.0.1:18001\"}\n");
+  EXPECT_EQ(c->listen_host, "127.0.0.1");
+  EXPECT_EQ(c->listen_port, 8080);
+  EXPECT_EQ(c->threads, 0);  // one event loop per core
+  EXPECT_EQ(c->max_retries, 2);
+  EXPECT_EQ(c->limits.max_body_bytes, 8u * 1024u * 1024u);
+  EXPECT_EQ(c->limits.max_header_bytes, 16u * 1024u);
+  EXPECT_EQ(c->limits.max_connections, 10000u);
+  EXPECT_DOUBLE_EQ(c->timeouts.header_read_s, 10);
+  EXPECT_DOUBLE_EQ(c->timeouts.idle_s, 60);
+  EXPECT_DOUBLE_EQ(c->timeouts.connect_s, 2);
+  EXPECT_DOUBLE_EQ(c->timeouts.first_byte_s, 60);
+  EXPECT_DOUBLE_EQ(c->timeouts.between_chunks_s, 30);
+  EXPECT_DOUBLE_EQ(c->timeouts.total_s, 600);
+  EXPECT_DOUBLE_EQ(c->access_log.sample_rate, 1.0);
+  EXPECT_TRUE(c->api_keys.empty());  // open mode
+  const auto* m = c->find_model("m");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->balancer, BalancerKind::kLeastOutstandingP2C);
+  EXPECT_EQ(m->max_concurrency_per_replica, 64);
+  EXPECT_EQ(m->queue.max_length, 100u);
+  EXPECT_DOUBLE_EQ(m->queue.max_wait_s, 30);
+  EXPECT_DOUBLE_EQ(m->health.interval_s, 5);
+  EXPECT_EQ(m->health.failures_to_eject, 3);
+  EXPECT_DOUBLE_EQ(m->replicas[0].weight, 1.0);
+}
+
 TEST(GatewayConfig, ErrorsNameKeyAndLine) {
   auto e = error_of("listen: \"127.0.0.1:8080\"\nmodels:\n  - name: m\n    replicas:\n      - {id: a, url: \"ftp://x:1\"}\n");
   EXPECT_EQ(e.key(), "models[0].replicas[0].url");

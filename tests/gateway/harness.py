@@ -43,7 +43,8 @@ def free_port():
 
 class FakeUpstream:
     """OpenAI-ish upstream. `mode` can be changed while running:
-    ok | fail500 | hang | slow_stream (one event per `tpot` s, records disconnects)."""
+    ok | fail500 | hang | slow_stream (one event per `tpot` s, records disconnects) |
+    break_stream (two events, then the connection is cut without ending the stream)."""
 
     def __init__(self, mode="ok", delay=0.0, tokens=5, tpot=0.02, health=200):
         self.mode, self.delay, self.tokens, self.tpot, self.health = mode, delay, tokens, tpot, health
@@ -131,6 +132,11 @@ class FakeUpstream:
                                   "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}))
                 if mode == "slow_stream":
                     time.sleep(self.tpot)
+                if mode == "break_stream" and i == 1:
+                    h.wfile.flush()
+                    h.connection.shutdown(socket.SHUT_RDWR)
+                    h.close_connection = True
+                    return
             if (req.get("stream_options") or {}).get("include_usage"):
                 chunk(json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [],
                                   "usage": {"prompt_tokens": 3, "completion_tokens": len(words), "total_tokens": 3 + len(words)}}))
@@ -176,7 +182,8 @@ def model_yaml(name, ports, *, balancer="least_outstanding", cap=64, queue_len=1
 
 
 class Gateway:
-    def __init__(self, binary, models_yaml, *, top="", timeouts="", limits=""):
+    def __init__(self, binary, models_yaml, *, top="", timeouts="", limits="", sample_rate=1.0):
+        self.sample_rate = sample_rate
         self.dir = tempfile.mkdtemp(prefix="tidegate-it-")
         self.access_log = os.path.join(self.dir, "access.log")
         self.config_path = os.path.join(self.dir, "gw.yaml")
@@ -211,7 +218,7 @@ class Gateway:
         tline = ", ".join(f"{k}: {v}" for k, v in t.items())
         text = f"""listen: "127.0.0.1:0"
 threads: 2
-access_log: {{path: "{self.access_log}", sample_rate: 1.0}}
+access_log: {{path: "{self.access_log}", sample_rate: {self.sample_rate}}}
 timeouts: {{{tline}}}
 limits: {{max_header_bytes: 16KiB, max_body_bytes: 1MiB{limits}}}
 {top}

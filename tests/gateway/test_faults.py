@@ -8,6 +8,16 @@ import httpx
 from harness import FakeUpstream, Gateway, chat, free_port, model_yaml, sse_events, wait_until
 
 
+def _stream(gw, body):
+    """The SSE data payloads of one streamed request, and the seconds it took (status 200)."""
+    start = time.monotonic()
+    with httpx.Client(timeout=15) as c:
+        with c.stream("POST", gw.url + "/v1/chat/completions", json=body) as r:
+            assert r.status_code == 200, r.status_code
+            events = sse_events(r)
+    return events, time.monotonic() - start
+
+
 def _error(r, status, code=None):
     assert r.status_code == status, (r.status_code, r.text)
     err = r.json()["error"]
@@ -243,5 +253,102 @@ def test_queue_wait_exceeded(env):
         assert "retry-after" in late.headers
         assert gw.metric("tidegate_queue_wait_seconds_count", {"model": "m"}) >= 1
     finally:
+        gw.close()
+        up.close()
+
+
+def test_upstream_connect_timeout(env):
+    # A listener whose accept queue is full: the kernel drops further SYNs, so connects hang
+    # (no reply at all, unlike a refused port).
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(0)
+    port = lst.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(s)
+    gw = Gateway(env.tidegate, model_yaml("m", [port]), timeouts=", connect: 300ms")
+    try:
+        start = time.monotonic()
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
+        err = _error(r, 503, "no_ready_replica")
+        assert "connect_timeout" in err["message"], err
+        assert 0.25 < time.monotonic() - start < 5
+        assert gw.metric("tidegate_upstream_errors_total", {"reason": "connect_timeout"}) >= 1
+    finally:
+        gw.close()
+        for s in fillers:
+            s.close()
+        lst.close()
+
+
+def test_upstream_silent_between_chunks(env):
+    # One event, then three seconds of silence: the between-chunks timeout ends the stream.
+    up = FakeUpstream(mode="slow_stream", tokens=3, tpot=3.0)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", between_chunks: 400ms")
+    try:
+        events, seconds = _stream(gw, chat(stream=True))
+        assert seconds < 2.5
+        assert len(events) == 2, events  # the one event the replica sent, then the error
+        err = json.loads(events[-1])["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["code"] == "stream_idle_timeout", err
+        entry = wait_until(lambda: gw.access_entries(), what="access log")[-1]
+        assert entry["reason"] == "stream_idle_timeout", entry
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_upstream_total_timeout(env):
+    # Events keep coming (none of the step timeouts fires) but the whole exchange is over budget.
+    up = FakeUpstream(mode="slow_stream", tokens=100, tpot=0.1)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", total: 1s")
+    try:
+        events, seconds = _stream(gw, chat(stream=True))
+        assert 0.9 < seconds < 4
+        assert 3 <= len(events) < 100, len(events)
+        assert json.loads(events[-1])["error"]["code"] == "total_timeout", events[-1]
+        # Non-stream: the answer would take 3 s; the budget is 1 s.
+        up.mode, up.delay = "ok", 3.0
+        start = time.monotonic()
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
+        err = _error(r, 504, "upstream_timeout")
+        assert "total_timeout" in err["message"], err
+        assert time.monotonic() - start < 2.5
+        assert gw.metric("tidegate_upstream_errors_total", {"reason": "total_timeout"}) == 2
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_max_connections(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), limits=", max_connections: 2")
+    a, b = gw.client(), gw.client()
+    try:
+        assert a.get("/healthz").status_code == 200  # each client holds one kept-alive connection
+        assert b.post("/v1/chat/completions", json=chat()).status_code == 200
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while chunk := s.recv(4096):  # the gateway answers and closes
+                got += chunk
+        head, body = got.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 503"), got
+        assert json.loads(body)["error"]["code"] == "max_connections"
+        text = a.get("/metrics").text  # through a held connection: a new one would be turned away
+        assert 'tidegate_local_replies_total{reason="max_connections"} 1' in text, \
+            [l for l in text.splitlines() if "local_replies" in l]
+        b.close()  # a slot frees up: new connections are served again
+        wait_until(lambda: httpx.get(gw.url + "/healthz", timeout=5).status_code == 200, what="a free slot")
+    finally:
+        a.close()
+        b.close()
         gw.close()
         up.close()
