@@ -31,7 +31,7 @@ GatewayStats::GatewayStats(p::Registry& r)
                    .Add({}, p::Histogram::BucketBoundaries{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
                                                            0.0025, 0.005, 0.01, 0.05})),
       queue_depth(p::BuildGauge().Name("tidegate_queue_depth").Help("Requests waiting in the admission queue").Register(r)),
-      queue_wait_seconds(p::BuildHistogram().Name("tidegate_queue_wait_seconds").Help("Time spent in the admission queue").Register(r)),
+      queue_wait_seconds(p::BuildHistogram().Name("tidegate_queue_wait_seconds").Help("Time spent in the admission queue, by the requests that had to wait").Register(r)),
       upstream_errors(p::BuildCounter().Name("tidegate_upstream_errors_total").Help("Upstream failures by reason").Register(r)),
       replicas(p::BuildGauge().Name("tidegate_upstream_replicas").Help("Upstream replicas by routing state").Register(r)),
       in_flight(p::BuildGauge().Name("tidegate_upstream_in_flight").Help("Requests being served by replicas").Register(r)),

@@ -320,6 +320,11 @@ def test_metrics_promtool(env):
         p = subprocess.run([env.promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
         assert p.returncode == 0 and p.stdout == "" and p.stderr == "", (p.stdout, p.stderr)
         assert gw.metric("tidegate_requests_total", {"model": "m", "status": "200"}) == 2
+        # Recorded, not just declared: each served request is one observation.
+        assert gw.metric("tidegate_request_duration_seconds_count", {"model": "m"}) == 2
+        assert gw.metric("tidegate_time_to_first_byte_seconds_count", {"model": "m"}) == 2
+        assert gw.metric("tidegate_gateway_overhead_seconds_count") >= 2
+        assert gw.metric("tidegate_requests_total", {"model": "unknown", "status": "404"}) == 1
     finally:
         gw.close()
         up.close()
@@ -348,6 +353,7 @@ def test_openai_sdk(env):
             raise AssertionError("bad key accepted")
         except openai.AuthenticationError:
             pass
+        assert gw.metric("tidegate_requests_total", {"model": "sim", "tenant": "t1", "status": "200"}) == 2
     finally:
         gw.close()
         sim.close()
@@ -367,7 +373,7 @@ def test_check_config(env):
     p = subprocess.run([env.tidegate, "--check-config", bad], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2
     assert "models[0].max_concurrency_per_replica" in p.stderr and "line 4" in p.stderr, p.stderr
-    for cfg in ("bench-passthrough.yaml", "vllm.yaml"):
+    for cfg in ("demo.yaml", "bench-passthrough.yaml", "bench-cache.yaml", "vllm.yaml"):
         path = os.path.join(env.source_root, "configs", cfg)
         p = subprocess.run([env.tidegate, "--check-config", path], capture_output=True, text=True, timeout=10)
         assert p.returncode == 0, (cfg, p.stderr)
@@ -410,3 +416,183 @@ def test_upstream_key_and_body_cap(env):
         gw.close()
         own.close()
         shared.close()
+
+
+def test_retries_are_bounded_and_never_follow_the_first_byte(env):
+    # Bounded: with max_retries 1, a request meets at most two failing replicas; by default, three.
+    bad = [FakeUpstream(mode="fail500") for _ in range(4)]
+    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in bad[:3]], balancer="round_robin"), top="max_retries: 1")
+    try:
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
+        assert sum(len(u.requests) for u in bad) == 2
+        assert gw.metric("tidegate_retries_total", {"model": "m"}) == 1
+    finally:
+        gw.close()
+    for u in bad:
+        u.requests.clear()
+    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in bad], balancer="round_robin"))
+    try:
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
+        assert sum(len(u.requests) for u in bad) == 3
+    finally:
+        gw.close()
+        for u in bad:
+            u.close()
+    # Never after the first byte: a stream cut after two events is not replayed elsewhere
+    # (the client already has part of an answer); it ends with an error event instead.
+    cut, good = FakeUpstream(mode="break_stream"), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [cut.port, good.port], balancer="round_robin"))
+    try:
+        endings = []
+        for _ in range(4):
+            with httpx.Client(timeout=15) as c:
+                with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
+                    assert r.status_code == 200
+                    events = sse_events(r)
+            endings.append("done" if events[-1] == "[DONE]" else json.loads(events[-1])["error"]["code"])
+        assert len(cut.requests) >= 1 and len(good.requests) >= 1, (len(cut.requests), len(good.requests))
+        assert len(cut.requests) + len(good.requests) == 4  # each request went to exactly one replica
+        assert endings.count("stream_broken") == len(cut.requests), endings
+        assert endings.count("done") == len(good.requests), endings
+        assert not gw.metric("tidegate_retries_total", {"model": "m"})
+    finally:
+        gw.close()
+        cut.close()
+        good.close()
+
+
+def test_completions_and_embeddings(env):
+    sim = Sim(env.sim, "--ttft-ms", "2", "--tpot-ms", "2", "--echo")
+    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
+    try:
+        with gw.client() as c:
+            r = c.post("/v1/completions", json={"model": "sim", "prompt": "complete this line", "max_tokens": 6})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["object"] == "text_completion"
+            assert body["choices"][0]["text"].startswith("complete this line")
+            assert body["usage"]["completion_tokens"] > 0
+            with c.stream("POST", "/v1/completions",
+                          json={"model": "sim", "prompt": "stream this line", "max_tokens": 6, "stream": True}) as r:
+                assert r.status_code == 200
+                events = sse_events(r)
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            assert "".join(ch["choices"][0]["text"] for ch in chunks if ch["choices"]).startswith("stream this line")
+            assert all("usage" not in ch or ch["usage"] is None for ch in chunks)  # injected, then stripped
+            r = c.post("/v1/embeddings", json={"model": "sim", "input": ["first text", "second text"]})
+            assert r.status_code == 200, r.text
+            data = r.json()["data"]
+            assert [d["index"] for d in data] == [0, 1]
+            assert len(data[0]["embedding"]) > 8 and data[0]["embedding"] != data[1]["embedding"]
+            assert r.json()["usage"]["prompt_tokens"] > 0
+        assert gw.metric("tidegate_requests_total", {"model": "sim", "status": "200"}) == 3
+        entries = wait_until(lambda: len(gw.access_entries()) == 3 and gw.access_entries(), what="access log")
+        assert all(e["completion_tokens"] > 0 for e in entries[:2]), entries
+        assert entries[2]["prompt_tokens"] > 0, entries[2]
+    finally:
+        gw.close()
+        sim.close()
+
+
+def test_access_log_sampling(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), sample_rate=0.0)
+    try:
+        with gw.client() as c:
+            for _ in range(5):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+            assert c.post("/v1/chat/completions", json=chat("nope")).status_code == 404
+            assert c.post("/v1/chat/completions", json={"model": "m", "messages": []}).status_code == 400
+        # Sequential on one connection: had a success been logged, it would be ahead of these.
+        entries = wait_until(lambda: len(gw.access_entries()) >= 2 and gw.access_entries(), what="error lines")
+        assert [e["status"] for e in entries] == [404, 400], entries
+    finally:
+        gw.close()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), sample_rate=0.5)
+    try:
+        with gw.client() as c:
+            for _ in range(40):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+            assert c.post("/v1/chat/completions", json=chat("nope")).status_code == 404
+        entries = wait_until(lambda: [e for e in gw.access_entries() if e["status"] == 404] and gw.access_entries(),
+                             what="the error line")
+        logged = sum(1 for e in entries if e["status"] == 200)
+        assert 0 < logged < 40, logged  # all or none of 40 at rate 0.5: odds below 1e-11
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_queue_depth_while_waiting(env):
+    up = FakeUpstream(delay=1.5)
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=5))
+    try:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(
+            httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15).status_code)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        # One request at the replica (cap 1), two waiting in the admission queue.
+        wait_until(lambda: gw.metric("tidegate_queue_depth", {"model": "m"}) == 2, timeout=5, what="queue depth 2")
+        for t in threads:
+            t.join(timeout=15)
+        assert results == [200, 200, 200]
+        assert gw.metric("tidegate_queue_depth", {"model": "m"}) == 0
+        # Only the two that waited are observed (a request granted at once never queued).
+        assert gw.metric("tidegate_queue_wait_seconds_count", {"model": "m"}) == 2
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_readyz_needs_every_model(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("a", [up.port], health_interval="100ms")
+                 + model_yaml("b", [free_port()], health_interval="100ms", failures=1))
+    try:
+        ready = wait_until(lambda: (r := httpx.get(gw.url + "/readyz", timeout=5).json())["models"] == {"a": True, "b": False}
+                           and r, what="a ready, b down")
+        assert ready["ready"] is False
+        assert httpx.get(gw.url + "/readyz", timeout=5).status_code == 503
+        assert httpx.get(gw.url + "/healthz", timeout=5).status_code == 200  # alive, just not ready
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat("a"), timeout=10).status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_reload_with_requests_in_flight(env):
+    # A SIGHUP that moves the model to another replica: requests already at the old one finish.
+    a, b = FakeUpstream(delay=1.0), FakeUpstream()
+    slow_stream = FakeUpstream(mode="slow_stream", tokens=20, tpot=0.05)
+    gw = Gateway(env.tidegate, model_yaml("m", [a.port]) + model_yaml("s", [slow_stream.port]))
+    try:
+        results, streamed = [], []
+
+        def post():
+            results.append(httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15).status_code)
+
+        def stream():
+            with httpx.Client(timeout=15) as c:
+                with c.stream("POST", gw.url + "/v1/chat/completions", json=chat("s", stream=True)) as r:
+                    streamed.extend(sse_events(r))
+
+        threads = [threading.Thread(target=post) for _ in range(4)] + [threading.Thread(target=stream)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: a.active == 4 and slow_stream.active == 1, what="requests in flight")
+        gw.write_config(model_yaml("m", [b.port]) + model_yaml("s", [b.port]))
+        gw.signal(signal.SIGHUP)
+        wait_until(lambda: any("gateway.reloaded" in l for l in gw.log), what="reload")
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+        for t in threads:
+            t.join(timeout=15)
+        assert results == [200] * 4
+        assert streamed[-1] == "[DONE]" and len(streamed) == 21, streamed[-2:]
+        assert len(a.requests) == 4 and len(b.requests) == 1
+    finally:
+        gw.close()
+        a.close()
+        b.close()
+        slow_stream.close()
