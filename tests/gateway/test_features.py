@@ -596,3 +596,29 @@ def test_reload_with_requests_in_flight(env):
         a.close()
         b.close()
         slow_stream.close()
+
+
+def test_probe_ejects_a_replica_that_answers_not_ready(env):
+    # Reachable but saying 503 on /health (a model still loading): ejected by the probe, and
+    # routed to again once its probe passes.
+    loading, steady = FakeUpstream(health=503), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [loading.port, steady.port], balancer="round_robin",
+                                          health_interval="100ms", failures=1))
+    try:
+        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1,
+                   what="the loading replica ejected")
+        with gw.client() as c:
+            for _ in range(4):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        assert not loading.requests and len(steady.requests) == 4
+        loading.health = 200
+        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 0,
+                   what="re-admission")
+        with gw.client() as c:
+            for _ in range(4):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        assert len(loading.requests) >= 1
+    finally:
+        gw.close()
+        loading.close()
+        steady.close()
