@@ -622,3 +622,26 @@ def test_probe_ejects_a_replica_that_answers_not_ready(env):
         gw.close()
         loading.close()
         steady.close()
+
+
+def test_weighted_balancing(env):
+    big, small = FakeUpstream(), FakeUpstream()
+    models = f"""  - name: m
+    balancer: weighted
+    health: {{interval: 0}}
+    replicas:
+      - {{id: big, url: "http://127.0.0.1:{big.port}", weight: 4}}
+      - {{id: small, url: "http://127.0.0.1:{small.port}", weight: 1}}
+"""
+    gw = Gateway(env.tidegate, models)
+    try:
+        with gw.client() as c:
+            for _ in range(200):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        # Expected 160 / 40; the band is about 5 standard deviations of a 0.8 binomial wide.
+        assert 130 <= len(big.requests) <= 186 and len(big.requests) + len(small.requests) == 200, \
+            (len(big.requests), len(small.requests))
+    finally:
+        gw.close()
+        big.close()
+        small.close()

@@ -279,6 +279,19 @@ def case_client_disconnect():
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
 
 
+def case_seed():
+    # Replies and embeddings are functions of prompt and --seed: the same seed in another
+    # process repeats them, another seed changes them.
+    def reply(seed):
+        with Sim(BIN, "--ttft-ms", 0, "--tpot-ms", 0, "--seed", seed) as s:
+            chat = post(s.url, "/v1/chat/completions", CHAT).json()["choices"][0]["message"]["content"]
+            vec = post(s.url, "/v1/embeddings", {"model": "sim", "input": "a cat"}).json()["data"][0]["embedding"]
+            return chat, vec
+    first, again, other = reply(11), reply(11), reply(12)
+    assert first == again
+    assert first[0] != other[0] and first[1] != other[1], (first[0], other[0])
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 if __name__ == "__main__":
