@@ -37,7 +37,7 @@ ModelConfig model(int replicas, int cap, std::size_t queue_len) {
   m.max_concurrency_per_replica = cap;
   m.queue.max_length = queue_len;
   m.health.failures_to_eject = 2;
-  for (int i = 0; i < replicas; ++i) m.replicas.push_back({"r" + std::to_string(i), "127.0.0.1", static_cast<std::uint16_t>(1000 + i), 1.0, ""});
+  for (int i = 0; i < replicas; ++i) m.replicas.push_back({std::string("r") + std::to_string(i), "127.0.0.1", static_cast<std::uint16_t>(1000 + i), 1.0, ""});
   return m;
 }
 }  // namespace

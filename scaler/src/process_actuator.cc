@@ -145,7 +145,10 @@ class ProcessActuator final : public Actuator {
     if (c.port == 0) return fail("no free port in " + std::to_string(config_.port_from) + "-" + std::to_string(config_.port_to));
     c.gpus = pick_gpus();
     std::string gpu_list;
-    for (int g : c.gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
+    for (int g : c.gpus) {
+      if (!gpu_list.empty()) gpu_list += ',';
+      gpu_list += std::to_string(g);
+    }
     const std::map<std::string, std::string> values{
         {"port", std::to_string(c.port)}, {"gpu", gpu_list}, {"model", config_.model}, {"replica", c.id}};
 
