@@ -209,7 +209,7 @@ TEST(Budgets, ThreadsRacingToTheLimitOvershootAtMostOneRequestEach) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i)
     threads.emplace_back([&, i] {
-      const RequestLabels acme{"paid", "acme", std::string("k") + std::to_string(i), {}};
+      const RequestLabels acme{"paid", "acme", "k" + std::to_string(i), {}};
       for (int n = 0; n < 1000; ++n) {
         if (!acc->check_budget(acme, kNearMidnight).allowed) return;
         admitted++;

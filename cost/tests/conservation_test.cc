@@ -38,7 +38,7 @@ tags: {labels: [team], max_values: 3}
   const std::vector<ReplicaState> states{ReplicaState::kStarting, ReplicaState::kWarm, ReplicaState::kActive,
                                          ReplicaState::kDraining, ReplicaState::kStopped};
   std::vector<std::string> replicas;
-  for (int i = 0; i < 24; ++i) replicas.push_back(std::string("r") + std::to_string(i));
+  for (int i = 0; i < 24; ++i) replicas.push_back("r" + std::to_string(i));
   auto model_of = [&](std::size_t i) { return models[i % models.size()]; };
   auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
   auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };

@@ -67,7 +67,7 @@ TEST_F(Reports, ByTenantModelTagInJsonAndCsv) {
 }
 
 TEST_F(Reports, HintsIdleReplicasAndOversizedWarmPool) {
-  for (int i = 0; i < 4; ++i) acc->replica_state(std::string("w") + std::to_string(i), "llama", "half", ReplicaState::kWarm, kT0);
+  for (int i = 0; i < 4; ++i) acc->replica_state("w" + std::to_string(i), "llama", "half", ReplicaState::kWarm, kT0);
   acc->replica_state("r1", "llama", "", ReplicaState::kActive, kT0);
   serve({"llama", "acme", "k", {}}, kT0, kT0 + 10, 10, 10);
   acc->replica_state("w0", "llama", "half", ReplicaState::kActive, kT0 + 20);  // a burst of one promotion

@@ -143,6 +143,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::unique_ptr<net::steady_timer> probe_timer;
   std::atomic<std::size_t> next_worker{0};
   std::atomic<std::size_t> open_connections{0};
+  std::size_t turned_away = 0;  // connections over the limit still being answered; acceptor loop only
   std::atomic<bool> draining{false};
   std::atomic<bool> stopped{false};
   std::uint16_t bound_port = 0;

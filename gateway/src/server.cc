@@ -89,6 +89,67 @@ void Gateway::Impl::close_idle_sessions() {
 
 namespace {
 
+// A connection over limits.max_connections gets a 503 and a clean close. Whatever request it
+// already sent is read and dropped until the client closes or a second passes: closing with
+// unread bytes makes the kernel answer with a reset, which can destroy the 503 before the
+// client reads it. Runs on the acceptor's loop; at most kMaxWaiting wait at once, so a flood
+// beyond the limit is closed at once instead of piling up here.
+class TurnedAway final : public std::enable_shared_from_this<TurnedAway> {
+ public:
+  static void answer(const std::shared_ptr<Gateway::Impl>& impl, tcp::socket socket) {
+    if (impl->turned_away >= kMaxWaiting) {
+      beast::error_code ignored;
+      net::write(socket, busy(), ignored);
+      return void(socket.close(ignored));
+    }
+    ++impl->turned_away;
+    auto self = std::make_shared<TurnedAway>(impl, std::move(socket));
+    net::async_write(self->socket_, busy(),
+                     [self](beast::error_code ec, std::size_t) { self->on_written(ec); });
+  }
+
+  TurnedAway(std::shared_ptr<Gateway::Impl> impl, tcp::socket socket)
+      : impl_(std::move(impl)), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+  ~TurnedAway() {
+    beast::error_code ignored;
+    socket_.close(ignored);
+    --impl_->turned_away;
+  }
+
+ private:
+  static constexpr std::size_t kMaxWaiting = 256;
+  static constexpr std::string_view kBody =
+      R"({"error":{"message":"too many open connections","type":"server_error","param":null,"code":"max_connections"}})";
+  static constexpr std::string_view kHead =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+      "Content-Length: 109\r\n\r\n";
+  static_assert(kBody.size() == 109, "Content-Length in kHead must match kBody");
+  static std::array<net::const_buffer, 2> busy() { return {net::buffer(kHead), net::buffer(kBody)}; }
+
+  void on_written(beast::error_code ec) {
+    if (!ec) socket_.shutdown(tcp::socket::shutdown_send, ec);  // FIN after the 503
+    if (ec) return;
+    timer_.expires_after(std::chrono::seconds(1));
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      beast::error_code ignored;
+      if (!ec) self->socket_.cancel(ignored);  // ends the pending read, and with it the wait
+    });
+    drain();
+  }
+
+  void drain() {
+    socket_.async_read_some(net::buffer(sink_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (!ec) return self->drain();
+      self->timer_.cancel();  // client closed (or the second passed): the last handler frees us
+    });
+  }
+
+  std::shared_ptr<Gateway::Impl> impl_;
+  tcp::socket socket_;
+  net::steady_timer timer_;
+  std::array<char, 2048> sink_;
+};
+
 void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
   if (!impl->acceptor || !impl->acceptor->is_open()) return;
   auto& worker = *impl->workers[impl->next_worker++ % impl->workers.size()];
@@ -101,13 +162,7 @@ void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
       const auto cfg = impl->config();
       if (impl->open_connections >= cfg->limits.max_connections) {
         impl->stats.local_reply("max_connections");
-        static const std::string busy =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            "Content-Length: 113\r\n\r\n"
-            R"({"error":{"message":"too many open connections","type":"server_error","param":null,"code":"max_connections"}})";
-        beast::error_code ignored;
-        net::write(socket, net::buffer(busy), ignored);
-        socket.close(ignored);
+        TurnedAway::answer(impl, std::move(socket));
       } else {
         socket.set_option(tcp::no_delay(true), ec);
         const auto protocol = socket.local_endpoint(ec).protocol();

@@ -37,7 +37,7 @@ ModelConfig model(int replicas, int cap, std::size_t queue_len) {
   m.max_concurrency_per_replica = cap;
   m.queue.max_length = queue_len;
   m.health.failures_to_eject = 2;
-  for (int i = 0; i < replicas; ++i) m.replicas.push_back({std::string("r") + std::to_string(i), "127.0.0.1", static_cast<std::uint16_t>(1000 + i), 1.0, ""});
+  for (int i = 0; i < replicas; ++i) m.replicas.push_back({"r" + std::to_string(i), "127.0.0.1", static_cast<std::uint16_t>(1000 + i), 1.0, "", ""});
   return m;
 }
 }  // namespace
@@ -80,7 +80,9 @@ TEST(ReplicaPool, DrainWaitsForInFlightThenRemove) {
     pool->release(r, Outcome::kSuccess);
   }
   for (auto& r : held) {
-    if (r->id == "r0") EXPECT_FALSE(drained);
+    if (r->id == "r0") {
+      EXPECT_FALSE(drained);
+    }
     pool->release(r, Outcome::kSuccess);
   }
   EXPECT_TRUE(drained);
@@ -90,7 +92,7 @@ TEST(ReplicaPool, DrainWaitsForInFlightThenRemove) {
 
 TEST(ReplicaPool, ConfigReloadKeepsScalerReplicas) {
   auto pool = std::make_shared<ReplicaPool>(model(2, 10, 10), 3);
-  pool->add({"scaled", "127.0.0.1", 2000, 1.0, ""}, false);
+  pool->add({"scaled", "127.0.0.1", 2000, 1.0, "", ""}, false);
   pool->update_config(model(1, 10, 10));  // r1 leaves the config
   std::set<std::string> ids;
   for (const auto& r : pool->replicas()) ids.insert(r->id);

@@ -56,8 +56,12 @@ TEST(ClientRequest, RequestLineFieldsAndBody) {
     int fields = 0;
     req.for_each_field([&](const ClientRequest::Field& f) {
       ++fields;
-      if (f.name_string == "X-Request-Id") EXPECT_EQ(f.name, http::field::unknown);
-      if (f.name_string == "Host") EXPECT_EQ(f.name, http::field::host);
+      if (f.name_string == "X-Request-Id") {
+        EXPECT_EQ(f.name, http::field::unknown);
+      }
+      if (f.name_string == "Host") {
+        EXPECT_EQ(f.name, http::field::host);
+      }
     });
     EXPECT_EQ(fields, 6);
   }

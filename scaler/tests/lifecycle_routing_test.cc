@@ -70,7 +70,7 @@ struct SlowActuator final : Actuator {
   std::string_view kind() const override { return "slow"; }
   bool elastic() const override { return true; }
   bool start(bool) override {
-    procs[std::string("r") + std::to_string(++next)] = {step + load_steps, false};
+    procs["r" + std::to_string(++next)] = {step + load_steps, false};
     return true;
   }
   void stop(const std::string& id) override { procs.erase(id); }

@@ -21,7 +21,7 @@ class InstantActuator final : public Actuator {
   std::string_view kind() const override { return "instant"; }
   bool elastic() const override { return true; }
   bool start(bool) override {
-    live.push_back({std::string("r") + std::to_string(++n), {"127.0.0.1", static_cast<std::uint16_t>(9000 + n)}, true, false, {}});
+    live.push_back({"r" + std::to_string(++n), {"127.0.0.1", static_cast<std::uint16_t>(9000 + n)}, true, false, {}});
     return true;
   }
   void stop(const std::string& id) override {
