@@ -286,3 +286,13 @@ def sse_events(response):
         if line.startswith("data: "):
             out.append(line[len("data: "):])
     return out
+
+
+def stream_chat(gw, body):
+    """One streamed chat request: its SSE data payloads and the seconds it took (status 200)."""
+    start = time.monotonic()
+    with httpx.Client(timeout=20) as c:
+        with c.stream("POST", gw.url + "/v1/chat/completions", json=body) as r:
+            assert r.status_code == 200, r.status_code
+            events = sse_events(r)  # must end, not hang
+    return events, time.monotonic() - start

@@ -5,17 +5,7 @@ import time
 
 import httpx
 
-from harness import FakeUpstream, Gateway, chat, free_port, model_yaml, sse_events, wait_until
-
-
-def _stream(gw, body):
-    """The SSE data payloads of one streamed request, and the seconds it took (status 200)."""
-    start = time.monotonic()
-    with httpx.Client(timeout=15) as c:
-        with c.stream("POST", gw.url + "/v1/chat/completions", json=body) as r:
-            assert r.status_code == 200, r.status_code
-            events = sse_events(r)
-    return events, time.monotonic() - start
+from harness import FakeUpstream, Gateway, chat, free_port, model_yaml, stream_chat, wait_until
 
 
 def _error(r, status, code=None):
@@ -177,11 +167,7 @@ def test_upstream_dies_mid_stream(env):
     sim = Sim(env.sim, "--die-after", "1", "--ttft-ms", "20", "--tpot-ms", "20", "--max-tokens-default", "200")
     gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
     try:
-        with httpx.Client(timeout=20) as c:
-            with c.stream("POST", gw.url + "/v1/chat/completions",
-                          json=chat("sim", stream=True, max_tokens=200)) as r:
-                assert r.status_code == 200
-                events = sse_events(r)  # must end, not hang
+        events, _ = stream_chat(gw, chat("sim", stream=True, max_tokens=200))
         assert events, "no events at all"
         last = json.loads(events[-1])
         assert "error" in last, events[-3:]
@@ -293,7 +279,7 @@ def test_upstream_silent_between_chunks(env):
     up = FakeUpstream(mode="slow_stream", tokens=3, tpot=3.0)
     gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", between_chunks: 400ms")
     try:
-        events, seconds = _stream(gw, chat(stream=True))
+        events, seconds = stream_chat(gw, chat(stream=True))
         assert seconds < 2.5
         assert len(events) == 2, events  # the one event the replica sent, then the error
         err = json.loads(events[-1])["error"]
@@ -310,7 +296,7 @@ def test_upstream_total_timeout(env):
     up = FakeUpstream(mode="slow_stream", tokens=100, tpot=0.1)
     gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", total: 1s")
     try:
-        events, seconds = _stream(gw, chat(stream=True))
+        events, seconds = stream_chat(gw, chat(stream=True))
         assert 0.9 < seconds < 4
         assert 3 <= len(events) < 100, len(events)
         assert json.loads(events[-1])["error"]["code"] == "total_timeout", events[-1]

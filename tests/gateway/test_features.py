@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from harness import FakeUpstream, Gateway, Sim, chat, free_port, model_yaml, sse_events, wait_until
+from harness import FakeUpstream, Gateway, Sim, chat, free_port, model_yaml, sse_events, stream_chat, wait_until
 
 
 def test_streaming_passthrough(env):
@@ -445,10 +445,7 @@ def test_retries_are_bounded_and_never_follow_the_first_byte(env):
     try:
         endings = []
         for _ in range(4):
-            with httpx.Client(timeout=15) as c:
-                with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
-                    assert r.status_code == 200
-                    events = sse_events(r)
+            events, _ = stream_chat(gw, chat(stream=True))
             endings.append("done" if events[-1] == "[DONE]" else json.loads(events[-1])["error"]["code"])
         assert len(cut.requests) >= 1 and len(good.requests) >= 1, (len(cut.requests), len(good.requests))
         assert len(cut.requests) + len(good.requests) == 4  # each request went to exactly one replica
@@ -574,9 +571,7 @@ def test_reload_with_requests_in_flight(env):
             results.append(httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15).status_code)
 
         def stream():
-            with httpx.Client(timeout=15) as c:
-                with c.stream("POST", gw.url + "/v1/chat/completions", json=chat("s", stream=True)) as r:
-                    streamed.extend(sse_events(r))
+            streamed.extend(stream_chat(gw, chat("s", stream=True))[0])
 
         threads = [threading.Thread(target=post) for _ in range(4)] + [threading.Thread(target=stream)]
         for t in threads:
