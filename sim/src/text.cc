@@ -63,6 +63,18 @@ std::string_view generated_token(std::uint64_t key, std::int32_t index) {
   return kWords[mix64(key + static_cast<std::uint64_t>(index)) % kWords.size()];
 }
 
+void PrefixBlockHasher::add_token(std::uint64_t token_hash) {
+  running_ = mix64(running_ ^ token_hash);
+  if (++in_block_ == block_tokens_) {
+    blocks_.push_back(running_);
+    in_block_ = 0;
+  }
+}
+
+void PrefixBlockHasher::add_text(std::string_view text) {
+  for (const auto piece : split_pieces(text)) add_token(hash_text(piece, 0));
+}
+
 std::vector<float> embed_text(std::string_view text, std::uint64_t seed, int dim) {
   std::vector<float> v(static_cast<std::size_t>(dim > 0 ? dim : 1));
   std::uint64_t state = hash_text(text, seed);

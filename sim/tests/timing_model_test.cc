@@ -13,6 +13,8 @@ TimingParams small_server() {
   p.prefill_tokens_per_s = 1000;  // 1 ms per prompt token
   p.decode_base_s = 0.010;
   p.decode_per_seq_s = 0.001;
+  p.decode_per_kv_token_s = 0;            // hand-computed times: no context-dependent costs
+  p.prefill_attention_context_tokens = 0;
   p.kv_capacity_tokens = 1000;
   return p;
 }

@@ -292,6 +292,38 @@ def case_seed():
     assert first[0] != other[0] and first[1] != other[1], (first[0], other[0])
 
 
+def case_prefix_cache():
+    # A slow prefill (400 tokens/s) makes a long shared system prompt worth seconds: the
+    # second conversation reuses its KV blocks and gets its first token much sooner.
+    system = " ".join(f"rule{i} applies" for i in range(150))  # ~300 tokens
+    def chat(question):
+        body = {"model": "sim", "max_tokens": 1, "stream": True,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]}
+        t0 = time.monotonic()
+        with httpx.stream("POST", s.url + "/v1/chat/completions", json=body, timeout=30) as r:
+            assert r.status_code == 200
+            for _ in r.iter_bytes():
+                return time.monotonic() - t0
+    with Sim(BIN, "--prefill-tps", 400, "--decode-base-ms", 1) as s:
+        cold = chat("What is the first rule?")
+        warm = chat("What is the last rule, please?")
+        m = httpx.get(s.url + "/metrics", timeout=5).text
+        queries, hits = metric(m, "vllm:prefix_cache_queries_total"), metric(m, "vllm:prefix_cache_hits_total")
+        assert hits >= 280 and hits % 16 == 0, (queries, hits)  # whole 16-token blocks of the shared prefix
+        assert queries >= 600 and hits < queries / 2 + 16, (queries, hits)  # both prompts looked up
+        assert cold >= 0.7, cold  # >= 300 tokens at 400/s
+        assert warm < cold / 2, (cold, warm)
+        # The same conversation with a different system prompt shares nothing.
+        system = "other " + system
+        chat("What is the first rule?")
+        m2 = httpx.get(s.url + "/metrics", timeout=5).text
+        assert metric(m2, "vllm:prefix_cache_hits_total") == hits
+    with Sim(BIN, "--prefill-tps", 400, "--decode-base-ms", 1, "--no-prefix-caching") as s:
+        chat("What is the first rule?")
+        assert chat("What is the last rule, please?") >= 0.7
+        assert metric(httpx.get(s.url + "/metrics", timeout=5).text, "vllm:prefix_cache_hits_total") == 0
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 if __name__ == "__main__":

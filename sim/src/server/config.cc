@@ -41,8 +41,11 @@ std::string usage_text() {
   --max-batch N           max concurrent sequences (default 256)
   --prefill-tps X         prompt tokens per second (default 10000)
   --decode-base-ms X      decode step time at batch 1 (default 10)
-  --decode-per-seq-ms X   extra decode step time per running sequence (default 0.1)
+  --decode-per-seq-ms X   extra decode step time per running sequence (default 0.03)
   --kv-tokens N           KV cache capacity in tokens (default 400000)
+  --max-num-batched-tokens N  per-step token budget, vLLM's flag; 0 = whole prompts (default 2048)
+  --block-size N          prefix-cache block size in tokens (default 16)
+  --no-prefix-caching     turn automatic prefix caching off
   --startup-ms X          simulated model load; /health is 503 until done (default 0)
   --echo                  replies start with the last user message verbatim
   --seed N                seeds reply lengths, words and fault injection (default 1)
@@ -64,6 +67,10 @@ std::shared_ptr<const ServerConfig> parse_flags(int argc, char** argv) {
       cfg->echo = true;
       continue;
     }
+    if (flag == "--no-prefix-caching") {
+      cfg->timing.prefix_caching = false;
+      continue;
+    }
     if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value");
     const std::string v = argv[++i];
     if (flag == "--host") cfg->host = v;
@@ -76,6 +83,8 @@ std::shared_ptr<const ServerConfig> parse_flags(int argc, char** argv) {
     else if (flag == "--decode-base-ms") cfg->timing.decode_base_s = to_double(flag, v, 0) / 1000;
     else if (flag == "--decode-per-seq-ms") cfg->timing.decode_per_seq_s = to_double(flag, v, 0) / 1000;
     else if (flag == "--kv-tokens") cfg->timing.kv_capacity_tokens = to_int(flag, v, 1);
+    else if (flag == "--max-num-batched-tokens") cfg->timing.max_num_batched_tokens = to_int(flag, v, 0);
+    else if (flag == "--block-size") cfg->timing.prefix_block_tokens = static_cast<std::int32_t>(to_int(flag, v, 1));
     else if (flag == "--startup-ms") cfg->timing.startup_s = to_double(flag, v, 0) / 1000;
     else if (flag == "--seed") cfg->seed = static_cast<std::uint64_t>(to_int(flag, v, 0));
     else if (flag == "--fail-rate") cfg->fail_rate = to_double(flag, v, 0);

@@ -18,7 +18,13 @@ Gauges Engine::gauges() const {
   return model_.gauges();
 }
 
-RequestId Engine::submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::shared_ptr<EventSink> sink,
+PrefixCacheStats Engine::prefix_cache_stats() const {
+  std::lock_guard lock(mu_);
+  return model_.prefix_cache_stats();
+}
+
+RequestId Engine::submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens,
+                         std::span<const std::uint64_t> prefix_blocks, std::shared_ptr<EventSink> sink,
                          std::vector<Event>& due_now) {
   std::lock_guard lock(mu_);
   const double t = now();
@@ -26,7 +32,7 @@ RequestId Engine::submit(std::int64_t prompt_tokens, std::int32_t max_output_tok
   pump_locked(t);
   const RequestId id = next_id_++;
   sinks_.emplace(id, std::move(sink));
-  model_.submit(id, prompt_tokens, max_output_tokens, t);
+  model_.submit(id, prompt_tokens, max_output_tokens, t, prefix_blocks);
   pump_locked(t, id, &due_now);
   return id;
 }

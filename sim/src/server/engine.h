@@ -33,11 +33,12 @@ class Engine final {
   // Events of this request that are already due (a zero-latency reply) are appended to
   // `due_now` instead of being posted: the caller is on its own strand and handles them inline,
   // which saves a hand-off per request.
-  RequestId submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::shared_ptr<EventSink> sink,
-                   std::vector<Event>& due_now);
+  RequestId submit(std::int64_t prompt_tokens, std::int32_t max_output_tokens, std::span<const std::uint64_t> prefix_blocks,
+                   std::shared_ptr<EventSink> sink, std::vector<Event>& due_now);
   void cancel(RequestId id);
   bool loaded() const;
   Gauges gauges() const;
+  PrefixCacheStats prefix_cache_stats() const;
   double now() const;  // model time, seconds
 
  private:

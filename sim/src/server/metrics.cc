@@ -13,7 +13,7 @@ void SimMetrics::observe_ttft(double seconds) {
   ttft_sum_us_.fetch_add(static_cast<std::uint64_t>(seconds * 1e6), std::memory_order_relaxed);
 }
 
-std::string SimMetrics::render(const std::string& model, const Gauges& g) const {
+std::string SimMetrics::render(const std::string& model, const Gauges& g, const PrefixCacheStats& prefix) const {
   const std::string label = "{model_name=" + json_quote(model) + "}";
   std::string s;
   char buf[64];
@@ -34,6 +34,10 @@ std::string SimMetrics::render(const std::string& model, const Gauges& g) const 
        num(static_cast<double>(prompt_tokens_.load(std::memory_order_relaxed))));
   line("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
        num(static_cast<double>(generation_tokens_.load(std::memory_order_relaxed))));
+  line("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+       num(static_cast<double>(prefix.queries_tokens)));
+  line("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+       num(static_cast<double>(prefix.hits_tokens)));
 
   s += "# HELP vllm:request_success_total Count of successfully processed requests.\n"
        "# TYPE vllm:request_success_total counter\n";

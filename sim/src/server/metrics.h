@@ -17,7 +17,7 @@ class SimMetrics final {
   void observe_ttft(double seconds);
   void count_request(bool ok) { (ok ? success_ : failed_).fetch_add(1, std::memory_order_relaxed); }
 
-  std::string render(const std::string& model, const Gauges& g) const;
+  std::string render(const std::string& model, const Gauges& g, const PrefixCacheStats& prefix) const;
 
   // vLLM's buckets for time_to_first_token_seconds.
   static constexpr std::array<double, 18> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,

@@ -29,7 +29,8 @@ std::optional<std::string> content_text(const json::value& v) {
   return out;
 }
 
-std::optional<ApiError> parse_chat(const json::object& o, GenerationRequest& out, std::string& basis) {
+std::optional<ApiError> parse_chat(const json::object& o, GenerationRequest& out, std::string& basis,
+                                   PrefixBlockHasher& blocks) {
   const auto* msgs = o.if_contains("messages");
   if (!msgs || !msgs->is_array()) return bad("'messages' must be an array", "messages");
   if (msgs->get_array().empty()) return bad("'messages' must not be empty", "messages");
@@ -42,13 +43,18 @@ std::optional<ApiError> parse_chat(const json::object& o, GenerationRequest& out
     auto text = c ? content_text(*c) : std::optional<std::string>(std::string());
     if (!text) return bad("message 'content' must be a string or an array of parts", "messages");
     out.prompt_tokens += kTokensPerMessage + count_tokens(*text);
+    // The chat template's markers around each message are tokens of the prompt too.
+    const auto role_hash = hash_text(role->get_string(), 0x726f6c65);
+    for (std::int64_t i = 0; i < kTokensPerMessage; ++i) blocks.add_token(role_hash + static_cast<std::uint64_t>(i));
+    blocks.add_text(*text);
     basis.append(role->get_string()).append(":").append(*text).append("\n");
     if (role->get_string() == "user") out.echo_text = std::move(*text);
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_prompt(const json::object& o, GenerationRequest& out, std::string& basis) {
+std::optional<ApiError> parse_prompt(const json::object& o, GenerationRequest& out, std::string& basis,
+                                     PrefixBlockHasher& blocks) {
   const auto* p = o.if_contains("prompt");
   if (!p) return bad("'prompt' is required", "prompt");
   if (p->is_string()) {
@@ -60,6 +66,7 @@ std::optional<ApiError> parse_prompt(const json::object& o, GenerationRequest& o
       for (const auto& v : a) out.echo_text += v.get_string();
     } else if (std::all_of(a.begin(), a.end(), [](const json::value& v) { return v.is_int64() || v.is_uint64(); })) {
       out.prompt_tokens = static_cast<std::int64_t>(a.size());
+      for (const auto& v : a) blocks.add_token(mix64(v.is_uint64() ? v.get_uint64() : static_cast<std::uint64_t>(v.get_int64())));
       basis = json::serialize(*p);
       return std::nullopt;
     } else {
@@ -69,6 +76,7 @@ std::optional<ApiError> parse_prompt(const json::object& o, GenerationRequest& o
     return bad("'prompt' must be a string, an array of strings or an array of token ids", "prompt");
   }
   out.prompt_tokens = std::max<std::int64_t>(1, count_tokens(out.echo_text));
+  blocks.add_text(out.echo_text);
   basis = out.echo_text;
   return std::nullopt;
 }
@@ -128,7 +136,9 @@ std::optional<ApiError> parse_generation(std::string_view body, Api api, const S
     out.max_tokens = static_cast<std::int32_t>(mt->to_number<std::int64_t>());
   }
   std::string basis;
-  auto e = api == Api::kChat ? parse_chat(o, out, basis) : parse_prompt(o, out, basis);
+  PrefixBlockHasher blocks(cfg.timing.prefix_block_tokens);
+  auto e = api == Api::kChat ? parse_chat(o, out, basis, blocks) : parse_prompt(o, out, basis, blocks);
+  out.prefix_blocks = blocks.take();
   if (e) return e;
   out.key = hash_text(basis, cfg.seed);
   return std::nullopt;

@@ -29,6 +29,9 @@ struct GenerationRequest {
   std::int64_t prompt_tokens = 0;
   std::string echo_text;  // last user message (chat) or the prompt (completions)
   std::uint64_t key = 0;  // seeds the generated words: same prompt + seed => same reply
+  // Prefix-cache keys of the prompt as the engine renders it (messages in order, role
+  // markers included), in blocks of the timing model's prefix_block_tokens.
+  std::vector<std::uint64_t> prefix_blocks;
 };
 
 // Fills `out` or returns the error to answer with (400 for bad JSON/fields, 404 unknown model).

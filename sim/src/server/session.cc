@@ -73,7 +73,7 @@ void Session::route() {
     return respond(200, "application/json", "");
   }
   if (target == "/metrics" && get)
-    return respond(200, "text/plain; version=0.0.4; charset=utf-8", state_.metrics.render(cfg.model, state_.engine.gauges()));
+    return respond(200, "text/plain; version=0.0.4; charset=utf-8", state_.metrics.render(cfg.model, state_.engine.gauges(), state_.engine.prefix_cache_stats()));
   if (target == "/v1/models" && get) return respond(200, "application/json", models_body(cfg, state_.created));
 
   const bool chat = target == "/v1/chat/completions";
@@ -119,7 +119,7 @@ void Session::start_generation(Api api, bool dying) {
   gen_ = std::move(g);
   // Later events are posted to this strand and run after this handler, so order holds.
   std::vector<Event> due_now;
-  gen_->model_id = state_.engine.submit(prompt, n, shared_from_this(), due_now);
+  gen_->model_id = state_.engine.submit(prompt, n, gen_->req.prefix_blocks, shared_from_this(), due_now);
   if (!due_now.empty()) handle_events(due_now);
 }
 

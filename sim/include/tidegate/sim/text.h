@@ -29,6 +29,24 @@ std::uint64_t hash_text(std::string_view text, std::uint64_t seed);
 // a space followed by a common English word, one token each.
 std::string_view generated_token(std::uint64_t key, std::int32_t index);
 
+// Chained hashes of a token stream's consecutive blocks of `block_tokens` tokens, the keys of
+// vLLM's automatic prefix cache: block i's hash covers every token up to the end of block i,
+// so equal hashes mean equal prefixes. Only full blocks get a hash (vLLM caches full blocks).
+class PrefixBlockHasher final {
+ public:
+  explicit PrefixBlockHasher(std::int32_t block_tokens) : block_tokens_(block_tokens < 1 ? 1 : block_tokens) {}
+  void add_token(std::uint64_t token_hash);
+  void add_text(std::string_view text);  // each piece of split_pieces() is one token
+  const std::vector<std::uint64_t>& blocks() const { return blocks_; }
+  std::vector<std::uint64_t> take() { return std::move(blocks_); }
+
+ private:
+  std::int32_t block_tokens_;
+  std::int32_t in_block_ = 0;
+  std::uint64_t running_ = 0x51afd7ed558ccd1dULL;  // hash of everything so far
+  std::vector<std::uint64_t> blocks_;
+};
+
 // Deterministic unit-length embedding of `text` (dimension `dim`).
 std::vector<float> embed_text(std::string_view text, std::uint64_t seed, int dim);
 

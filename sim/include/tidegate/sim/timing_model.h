@@ -5,12 +5,25 @@
 // calls advance(t) to learn what happened up to t. The same code runs in real time inside
 // tidegate-sim (t = seconds since start) and in virtual time inside the trace replayer, where an
 // hour of traffic must replay in seconds; hence per-token events are optional and a decode step
-// costs O(log n) per finishing sequence, not O(batch), when they are off.
+// costs O(log n) per finishing sequence plus O(prefilling sequences), not O(batch), when they
+// are off.
 //
-// Not thread-safe: one owner (or a mutex around it).
+// What it models, step by step (sim/README.md has the derivations of every default):
+//   * chunked prefill: each step has a token budget (vLLM's max_num_batched_tokens) shared by
+//     one token per decoding sequence and the prompt chunks of prefilling ones, FCFS;
+//   * automatic prefix caching: prompt blocks, identified by the caller's chained hashes, stay
+//     in the replica's KV cache after their request ends (LRU, evicted only when KV is needed),
+//     and a request whose leading blocks are cached skips prefilling them;
+//   * step time: a memory-bound decode part (weights once, plus every decoding sequence's KV
+//     reads) and a compute-bound prefill part whose cost per token grows with the context the
+//     token attends to.
+//
+// Copyable (a copy is an independent model in the same state: the replay's offline search
+// forks fleets). Not thread-safe: one owner (or a mutex around it).
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace tidegate::sim {
@@ -24,14 +37,31 @@ struct TimingParams {
   double ttft_s = 0.0;
   double tpot_s = 0.0;
 
-  // Continuous batching. Defaults: Llama-3.1-8B BF16 on one A100-80GB SXM under vLLM; where
+  // Continuous batching. Defaults: Llama-3.1-8B BF16 on one A100-80GB SXM under vLLM V1; where
   // each number comes from is in sim/README.md.
   int max_batch = 256;                     // vLLM --max-num-seqs default
+  // Per-step token budget, vLLM's --max-num-batched-tokens: its default for the OpenAI server
+  // on an A100 (and any GPU under 70 GiB) is 2048; on H100/H200-class GPUs 8192. 0 = no
+  // budget: every admitted prompt is prefilled whole in one step (vLLM V0 without chunking).
+  std::int64_t max_num_batched_tokens = 2048;
   double prefill_tokens_per_s = 10000.0;   // prompt tokens per second of step time (~50% MFU)
+  // Context length at which a prompt token's attention FLOPs equal its linear-layer FLOPs
+  // (2 x params / (4 x layers x d_model) = 2 x 8.03e9 / (4 x 32 x 4096)); a chunk's tokens
+  // cost (1 + mean context / this) times the linear rate. 0 = attention is free.
+  double prefill_attention_context_tokens = 30600;
   double decode_base_s = 0.010;            // decode step at batch 1: weights streamed once
-  double decode_per_seq_s = 0.0001;        // extra step time per running sequence
+  double decode_per_seq_s = 0.00003;       // per decoding sequence: sampling, non-attention work
+  // Per token of context of every decoding sequence, per step: its KV is read once
+  // (128 KiB per token / ~2 TB/s effective).
+  double decode_per_kv_token_s = 6.4e-8;
   std::int64_t kv_capacity_tokens = 400000;  // KV slots: (72 - 16 - 2) GiB / 128 KiB per token
   double startup_s = 0.0;                 // model load time before the first step can run
+
+  // Automatic prefix caching (vLLM V1 default on). Block hashes come with submit(); a request
+  // without them is never a hit. prefix_block_tokens is the size of the blocks they describe
+  // (vLLM's block size 16; Mooncake traces describe 512-token blocks).
+  bool prefix_caching = true;
+  std::int32_t prefix_block_tokens = 16;
 
   // When false, advance() reports only first-token, finished and rejected events: what a replay
   // over millions of tokens needs. The HTTP simulator turns it on to stream token by token.
@@ -53,10 +83,22 @@ struct Event {
 };
 
 struct Gauges {
-  int running = 0;                  // sequences in the batch
+  int running = 0;                  // admitted sequences (prefilling or decoding)
   int waiting = 0;                  // submitted, not yet admitted
-  std::int64_t kv_used_tokens = 0;  // prompt + generated tokens of running sequences
+  int decoding = 0;                 // running sequences past their first token
+  std::int64_t kv_used_tokens = 0;  // KV held by running sequences (shared prefix blocks once)
   double kv_usage = 0.0;            // kv_used_tokens / kv_capacity_tokens, in [0, 1]
+  // Prompt tokens still to prefill: waiting requests' whole prompts (before any cache lookup)
+  // plus what running ones have left.
+  std::int64_t prefill_backlog_tokens = 0;
+};
+
+// Cumulative, in tokens, as vLLM counts them (vllm:prefix_cache_queries_total / _hits_total).
+struct PrefixCacheStats {
+  std::int64_t queries_tokens = 0;  // prompt tokens of admitted requests
+  std::int64_t hits_tokens = 0;     // of those, found in the cache (not prefilled)
+  std::int64_t resident_tokens = 0; // blocks in the cache now, referenced or not
+  std::int64_t evicted_tokens = 0;  // blocks evicted to make room
 };
 
 class TimingModel final {
@@ -64,7 +106,7 @@ class TimingModel final {
   // `t0` is the virtual time at which the server process starts (loading begins).
   explicit TimingModel(const TimingParams& params, double t0 = 0.0);
   ~TimingModel();
-  TimingModel(const TimingModel&) = delete;
+  TimingModel(const TimingModel& other);
   TimingModel& operator=(const TimingModel&) = delete;
 
   // Queues a request arriving at t (t must not go backwards relative to earlier calls; callers
@@ -72,7 +114,11 @@ class TimingModel final {
   // Ids must be unique among live requests. A request whose prompt alone does not fit the KV
   // capacity gets a kRejected event from the next advance(); otherwise max_output_tokens is
   // clamped so that prompt + output fits (vLLM caps at max_model_len the same way).
-  void submit(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t);
+  // `prefix_blocks`: chained hashes of the prompt's consecutive blocks of prefix_block_tokens
+  // tokens (block i covers tokens [i*B, min((i+1)*B, prompt)); equal hash = equal prefix up to
+  // and including that block). Extra hashes beyond the prompt are ignored.
+  void submit(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t,
+              std::span<const std::uint64_t> prefix_blocks = {});
 
   // Removes a request (client went away) at time t; frees its batch slot and KV at once.
   // Returns false when the id is unknown (already finished or never submitted).
@@ -92,6 +138,7 @@ class TimingModel final {
   bool loaded(double t) const { return t >= ready_at_; }
   double ready_at() const { return ready_at_; }
   Gauges gauges() const;
+  PrefixCacheStats prefix_cache_stats() const;
   const TimingParams& params() const { return params_; }
 
   static constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -103,8 +150,13 @@ class TimingModel final {
   std::unique_ptr<Impl> impl_;
 };
 
-// Step time of one continuous-batching iteration with `decoding` sequences emitting a token and
-// `prefill_tokens` prompt tokens being prefilled in the same step (chunked-prefill style).
-double step_seconds(const TimingParams& p, int decoding, std::int64_t prefill_tokens);
+// Seconds of one continuous-batching step: `decoding` sequences emitting a token whose
+// contexts sum to `decode_context_tokens`, plus a prefill chunk of `prefill_tokens` tokens
+// starting at context position `prefill_context_start` (one sequence's chunk; a step with
+// several chunks adds prefill_seconds() of each).
+double step_seconds(const TimingParams& p, int decoding, std::int64_t decode_context_tokens,
+                    std::int64_t prefill_tokens, std::int64_t prefill_context_start = 0);
+// Compute time of prefilling tokens [context_start, context_start + tokens) of one prompt.
+double prefill_seconds(const TimingParams& p, std::int64_t tokens, std::int64_t context_start);
 
 }  // namespace tidegate::sim
