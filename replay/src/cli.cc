@@ -1,5 +1,7 @@
 #include "tidegate/replay/cli.h"
 
+#include "tidegate/replay/variants.h"
+
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -49,6 +51,8 @@ std::string usage() {
          "  --warmup-s S                   decisions are not applied before S (default 60)\n"
          "  --slo-ttft-ms X  --slo-e2e-ms Y  --slo-attainment F (default 0.99)\n"
          "  --load-factor F                scale the arrival rate (2 = twice as fast)\n"
+         "  --variant SPEC                 replay a burstier variant: onoff, spikes, mmpp, wave, split\n"
+         "                                 with key=value parameters, e.g. onoff:gap_min=300,seed=2\n"
          "  --warm-pool N                  Tidegate's warm pool size for the main run\n"
          "  --on-bad-row skip|fail         malformed rows: skip with a warning (default) or stop\n"
          "  --on-unsorted sort|fail        out-of-order timestamps: sort with a warning (default) or stop\n"
@@ -69,7 +73,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   static const char* kBool[] = {"--json", "--baselines", "--tune", "--help", "-h", "--progress", "--no-progress"};
   static const char* kValued[] = {"--trace", "--format", "--config", "--replicas-min", "--replicas-max",
                                   "--initial-replicas", "--warmup-s", "--slo-ttft-ms", "--slo-e2e-ms", "--slo-attainment",
-                                  "--load-factor", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
+                                  "--load-factor", "--variant", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
                                   "--threads", "--tune-concurrency", "--tune-stable-window", "--tune-scale-down",
                                   "--tune-warm-pool"};
   for (int i = 1; i < argc; ++i) {
@@ -133,6 +137,14 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   if (auto v = get("--slo-e2e-ms")) o.slo.e2e_s = number("--slo-e2e-ms", *v, 1, 8.64e7) / 1000;
   if (auto v = get("--slo-attainment")) o.slo.attainment = number("--slo-attainment", *v, 0.01, 1);
   if (auto v = get("--load-factor")) a.load_factor = number("--load-factor", *v, 0.001, 1000);
+  if (auto v = get("--variant")) {
+    try {
+      parse_variant(*v);
+    } catch (const std::invalid_argument& e) {
+      throw CliError(std::string("--variant: ") + e.what());
+    }
+    a.variant = *v;
+  }
   if (auto v = get("--warm-pool")) a.config.tidegate.warm_pool_size = integer("--warm-pool", *v, 0, 1000);
   if (auto v = get("--threads")) a.threads = static_cast<unsigned>(integer("--threads", *v, 1, 256));
   if (auto v = get("--out-dir")) a.out_dir = *v;
@@ -140,6 +152,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   if (auto v = get("--tune-stable-window")) a.grid.stable_window_s = list<double>("--tune-stable-window", *v, 1, 86400);
   if (auto v = get("--tune-scale-down")) a.grid.scale_down_stabilization_s = list<double>("--tune-scale-down", *v, 0, 86400);
   if (auto v = get("--tune-warm-pool")) a.grid.warm_pool_size = list<int>("--tune-warm-pool", *v, 0, 1000);
+  align_policy(a.config);
   a.json = get("--json").has_value();
   a.baselines = get("--baselines").has_value();
   a.tune = get("--tune").has_value();

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -82,10 +83,23 @@ void parse_replay(const YAML::Node& n, ReplayConfig& c) {
 
 }  // namespace
 
+void align_policy(ReplayConfig& c) {
+  // The policy's view of the replica and the SLO follows the replay's profile and SLO unless
+  // the policy section sets them itself (a user tuning for another SLO than they report).
+  auto& p = c.tidegate.policy;
+  p.min_replicas = c.options.replicas_min;
+  p.max_replicas = c.options.replicas_max;
+  if (!c.policy_sets_capacity) p.capacity = capacity_from_profile(c.options.profile);
+  if (!c.policy_sets_slo) {
+    p.slo.ttft_s = c.options.slo.ttft_s;
+    p.slo.attainment = std::min(c.options.slo.attainment, 0.9999);
+  }
+  if (!c.policy_sets_cold_start) p.cold_start_s = c.options.profile.cold_start_s;
+}
+
 ReplayConfig default_config() {
   ReplayConfig c;
-  c.tidegate.policy.min_replicas = c.options.replicas_min;
-  c.tidegate.policy.max_replicas = c.options.replicas_max;
+  align_policy(c);
   return c;
 }
 
@@ -102,9 +116,13 @@ ReplayConfig load_config_text(const std::string& yaml, ReplayConfig c) {
   if (root["replay"]) parse_replay(root["replay"], c);
   // The scaler's own parser: the replay reads exactly what the live scaler reads. The fleet
   // bounds are the replay's (replay.replicas), whatever the policy section says.
-  if (root["policy"]) c.tidegate.policy = scaler::parse_policy_config(root["policy"], "policy");
-  c.tidegate.policy.min_replicas = c.options.replicas_min;
-  c.tidegate.policy.max_replicas = c.options.replicas_max;
+  if (const auto policy = root["policy"]) {
+    c.tidegate.policy = scaler::parse_policy_config(policy, "policy");
+    c.policy_sets_capacity = policy.IsMap() && policy["capacity"];
+    c.policy_sets_slo = policy.IsMap() && policy["slo"];
+    c.policy_sets_cold_start = policy.IsMap() && policy["cold_start"];
+  }
+  align_policy(c);
   return c;
 }
 
@@ -132,7 +150,8 @@ std::string policy_yaml(const TidegatePolicyConfig& c) {
   o << "  stable_window: " << p.stable_window_s << "s\n";
   o << "  panic_window: " << p.panic_window_s << "s\n";
   o << "  panic_threshold: " << p.panic_threshold << "\n";
-  o << "  scale_down_stabilization: " << p.scale_down_stabilization_s << "s\n";
+  if (p.scale_down_stabilization_s) o << "  scale_down_stabilization: " << *p.scale_down_stabilization_s << "s\n";
+  else o << "  scale_down_stabilization: auto\n";
   o << "  tolerance: " << p.tolerance << "\n";
   o << "replay:\n  warm_pool_size: " << c.warm_pool_size << "\n";
   return o.str();

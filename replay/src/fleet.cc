@@ -5,9 +5,11 @@
 
 namespace tidegate::replay::detail {
 
-Fleet::Fleet(const ReplayOptions& options) : opt_(options), params_(options.profile.timing) {
+Fleet::Fleet(const ReplayOptions& options, std::int32_t prefix_block_tokens)
+    : opt_(options), params_(options.profile.timing) {
   params_.startup_s = options.profile.cold_start_s;  // the sim's own model-load phase
   params_.emit_token_events = false;                // a replay needs first token and finish only
+  if (prefix_block_tokens > 0) params_.prefix_block_tokens = prefix_block_tokens;
 }
 
 void Fleet::set_state(Replica& r, StateIndex s, double t) {
@@ -44,8 +46,24 @@ void Fleet::add_ready(int n, double t) {
   max_replicas_ = std::max(max_replicas_, static_cast<int>(replicas_.size()));
 }
 
+sim::PrefixCacheStats Fleet::prefix_cache_totals() const {
+  auto total = stopped_prefix_;
+  for (const auto& r : replicas_) {
+    const auto s = r->engine->prefix_cache_stats();
+    total.queries_tokens += s.queries_tokens;
+    total.hits_tokens += s.hits_tokens;
+    total.evicted_tokens += s.evicted_tokens;
+    total.resident_tokens += s.resident_tokens;
+  }
+  return total;
+}
+
 void Fleet::stop(std::size_t index, double t) {
   set_state(*replicas_[index], replicas_[index]->state, t);  // bill up to t
+  const auto s = replicas_[index]->engine->prefix_cache_stats();
+  stopped_prefix_.queries_tokens += s.queries_tokens;
+  stopped_prefix_.hits_tokens += s.hits_tokens;
+  stopped_prefix_.evicted_tokens += s.evicted_tokens;
   replicas_.erase(replicas_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 

@@ -29,7 +29,8 @@ struct Replica {
 
 class Fleet final {
  public:
-  explicit Fleet(const ReplayOptions& options);
+  // `prefix_block_tokens`: the trace's KV block size (0: it carries no block ids).
+  Fleet(const ReplayOptions& options, std::int32_t prefix_block_tokens);
 
   // Replicas that are active and loaded at t (the fleet before the trace starts).
   void add_ready(int n, double t);
@@ -59,6 +60,8 @@ class Fleet final {
   std::size_t scale_events() const { return scale_events_; }
   int max_replicas() const { return max_replicas_; }
   const std::array<double, kStateCount>& gpu_seconds() const { return gpu_seconds_; }
+  // Prefix-cache tokens over every replica, stopped ones included.
+  sim::PrefixCacheStats prefix_cache_totals() const;
 
  private:
   Replica& start_cold(double t, bool for_warm);
@@ -69,6 +72,7 @@ class Fleet final {
   sim::TimingParams params_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::array<double, kStateCount> gpu_seconds_{};
+  sim::PrefixCacheStats stopped_prefix_{};  // of replicas already stopped
   std::size_t scale_events_ = 0;
   int next_id_ = 0;
   int max_replicas_ = 0;

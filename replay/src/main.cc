@@ -17,6 +17,7 @@
 #include "tidegate/common/log.h"
 #include "tidegate/replay/report.h"
 #include "tidegate/replay/suite.h"
+#include "tidegate/replay/variants.h"
 
 namespace tr = tidegate::replay;
 
@@ -52,6 +53,19 @@ void report_trace(const tr::Trace& trace, const tr::CliArgs& args) {
                  trace.out_of_order_rows, trace.first_out_of_order_line);
   if (trace.zero_output_rows)
     std::fprintf(stderr, "note: %zu rows with 0 output tokens replayed as 1 token\n", trace.zero_output_rows);
+  if (trace.block_tokens == 0)
+    std::fprintf(stderr, "note: the trace carries no prefix block ids: prefix caching is off in this replay\n");
+  else
+    std::fprintf(stderr, "prefix blocks: %zu of %zu requests carry %d-token block ids\n", trace.requests_with_blocks,
+                 trace.requests.size(), trace.block_tokens);
+  if (trace.non_chain_block_ids)
+    std::fprintf(stderr,
+                 "warning: %zu block ids follow a different prefix than where first seen (first at line %zu): not a "
+                 "prefix chain; reuse is counted only for identical prefixes\n",
+                 trace.non_chain_block_ids, trace.first_non_chain_line);
+  if (trace.block_count_mismatch_rows)
+    std::fprintf(stderr, "warning: %zu rows have block ids that do not cover ceil(input_length / %d) blocks\n",
+                 trace.block_count_mismatch_rows, trace.block_tokens);
 }
 
 int run(const tr::CliArgs& args) {
@@ -64,8 +78,11 @@ int run(const tr::CliArgs& args) {
   po.on_bad_row = args.on_bad_row;
   po.on_unsorted = args.on_unsorted;
   po.load_factor = args.load_factor;
-  const auto trace = tr::parse_trace_file(args.trace, po);
+  const auto trace = tr::make_variant(tr::parse_trace_file(args.trace, po), tr::parse_variant(args.variant));
   report_trace(trace, args);
+  if (args.variant != "none")
+    std::fprintf(stderr, "variant %s: %zu requests over %.1f s\n", tr::describe(tr::parse_variant(args.variant)).c_str(),
+                 trace.requests.size(), trace.duration_s());
 
   auto options = cfg.options;
   std::optional<tr::StaticSearchResult> fixed;

@@ -33,7 +33,7 @@ struct RequestRecord {
 class Run {
  public:
   Run(const Trace& trace, ScalingPolicy& policy, const ReplayOptions& opt)
-      : trace_(trace), policy_(policy), opt_(opt), fleet_(opt), pool_(fleet_), records_(trace.requests.size()) {}
+      : trace_(trace), policy_(policy), opt_(opt), fleet_(opt, trace.block_tokens), pool_(fleet_), records_(trace.requests.size()) {}
 
   ReplayResult execute() {
     const int initial = opt_.initial_active > 0 ? opt_.initial_active : opt_.replicas_min;
@@ -63,6 +63,8 @@ class Run {
       advance_engines(t);
       fleet_.complete_transitions(t);
       while (next_arrival_ < trace_.requests.size() && trace_.requests[next_arrival_].arrival_s <= t) {
+        period_prompt_tokens_ += trace_.requests[next_arrival_].prompt_tokens;
+        queued_tokens_ += trace_.requests[next_arrival_].prompt_tokens;
         queue_.push_back(next_arrival_++);
         ++period_arrivals_;
       }
@@ -95,7 +97,10 @@ class Run {
       bucket_arrivals_ += o.arrivals;
       push_row(o);
     }
+    const auto prefix = fleet_.prefix_cache_totals();
     fleet_.close(t);
+    prefix_queries_ = prefix.queries_tokens;
+    prefix_hits_ = prefix.hits_tokens;
     if (opt_.progress) opt_.progress(trace_.duration_s(), trace_.duration_s());
     return summarize(t);
   }
@@ -119,6 +124,7 @@ class Run {
           rec.first_token = ev.t;
           period_ttfts_.push_back(ev.t - trace_.requests[ev.id].arrival_s);
           bucket_ttfts_.push_back(period_ttfts_.back());
+          period_in_slo_ += period_ttfts_.back() <= opt_.slo.ttft_s;
           break;
         case sim::EventKind::kRejected:
           rec.rejected = true;
@@ -144,10 +150,11 @@ class Run {
       const auto id = queue_.front();
       queue_.pop_front();
       const auto& req = trace_.requests[id];
+      queued_tokens_ -= req.prompt_tokens;
       events_.clear();
       best->engine->advance(t, events_);  // the model wants time to move forward before a submit
       handle_events(*best);
-      best->engine->submit(id, req.prompt_tokens, req.output_tokens, t);
+      best->engine->submit(id, req.prompt_tokens, req.output_tokens, t, req.blocks);
       ++best->in_flight;
       ++in_flight_;
       records_[id].dispatched = t;
@@ -175,11 +182,24 @@ class Run {
       if (r->state != kActive && r->state != kDraining) continue;
       const auto g = r->engine->gauges();
       o.running += g.running;
+      o.engine_backlog_tokens += g.prefill_backlog_tokens;
       if (r->state == kActive) {
         kv += g.kv_usage;
+        o.kv_used_tokens += g.kv_used_tokens;
         busy += g.running > 0;
       }
     }
+    // Prefix-cache counters, as a scrape of the engines' totals gives them: the period's delta.
+    const auto prefix = fleet_.prefix_cache_totals();
+    const auto queried = prefix.queries_tokens - last_prefix_.queries_tokens;
+    o.prefix_queried = queried > 0;
+    o.prefix_hit_ratio = queried > 0 ? static_cast<double>(prefix.hits_tokens - last_prefix_.hits_tokens) / queried : 0;
+    last_prefix_ = prefix;
+    o.queued_prompt_tokens = queued_tokens_;
+    o.arrival_prompt_tokens = period_prompt_tokens_;
+    o.first_tokens = period_ttfts_.size();
+    o.first_tokens_in_slo = period_in_slo_;
+    o.cold_start_s = opt_.profile.cold_start_s;
     o.kv_usage = o.active ? kv / o.active : 0;
     o.busy_fraction = o.active ? static_cast<double>(busy) / o.active : 0;
     o.arrivals = period_arrivals_;
@@ -189,6 +209,8 @@ class Run {
     period_waits_.clear();
     period_ttfts_.clear();
     period_arrivals_ = 0;
+    period_prompt_tokens_ = 0;
+    period_in_slo_ = 0;
     return o;
   }
 
@@ -261,6 +283,8 @@ class Run {
     s.mean_replicas = t_end > 0 ? gpu_seconds / opt_.profile.gpus_per_replica / t_end : 0;
     s.max_replicas = fleet_.max_replicas();
     s.scale_events = fleet_.scale_events();
+    s.prefix_query_tokens = prefix_queries_;
+    s.prefix_hit_tokens = prefix_hits_;
     out.timeline = std::move(timeline_);
     return out;
   }
@@ -277,8 +301,12 @@ class Run {
   std::vector<sim::Event> events_;
   std::vector<double> period_waits_, period_ttfts_, bucket_ttfts_;
   std::size_t period_arrivals_ = 0, bucket_arrivals_ = 0;
+  std::int64_t period_prompt_tokens_ = 0, queued_tokens_ = 0;
+  std::size_t period_in_slo_ = 0;
+  sim::PrefixCacheStats last_prefix_{};
   double bucket_start_ = 0;
   std::vector<TimelineRow> timeline_;
+  std::int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace

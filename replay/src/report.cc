@@ -93,6 +93,8 @@ boost::json::object summary_json(const ReplaySummary& s, const ReplayOptions& o)
   j["mean_replicas"] = round_to(s.mean_replicas, 0.001);
   j["max_replicas"] = s.max_replicas;
   j["scale_events"] = s.scale_events;
+  j["prefix_cache_hit_ratio"] =
+      s.prefix_query_tokens > 0 ? round_to(static_cast<double>(s.prefix_hit_tokens) / s.prefix_query_tokens, 1e-4) : 0.0;
   j["meets_slo"] = s.meets_slo(o.slo);
   j["slo"] = {{"ttft_ms", o.slo.ttft_s * 1000}, {"e2e_ms", o.slo.e2e_s * 1000}, {"attainment", o.slo.attainment}};
   return j;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <unordered_map>
 
 namespace tidegate::replay {
 namespace {
@@ -54,7 +55,16 @@ struct Row {
   double t = 0;
   std::int64_t prompt = 0;
   std::int64_t output = 0;
+  std::vector<std::uint64_t> ids;  // raw block ids (Mooncake hash_ids), in prompt order
+  bool has_ids = false;
 };
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
 
 class Collector {
  public:
@@ -68,7 +78,7 @@ class Collector {
     ++trace_.bad_row_count;
   }
 
-  void add(std::size_t line, const Row& row) {
+  void add(std::size_t line, Row row) {
     if (!std::isfinite(row.t)) return bad(line, "timestamp is not finite");
     if (row.prompt < 0 || row.output < 0) return bad(line, "token counts must not be negative");
     if (row.prompt > kMaxTokens || row.output > kMaxTokens)
@@ -78,7 +88,8 @@ class Collector {
         throw TraceError(name_, line, "timestamp earlier than the previous row (trace is not sorted)");
       if (trace_.out_of_order_rows++ == 0) trace_.first_out_of_order_line = line;
     }
-    rows_.push_back({row, line});
+    chain_blocks(line, row);
+    rows_.push_back({std::move(row), line});
   }
 
   Trace finish() {
@@ -96,12 +107,31 @@ class Collector {
       r.prompt_tokens = std::max<std::int64_t>(row.prompt, 1);
       if (row.output == 0) ++trace_.zero_output_rows;
       r.output_tokens = static_cast<std::int32_t>(std::max<std::int64_t>(row.output, 1));
-      trace_.requests.push_back(r);
+      r.blocks = std::move(row.ids);
+      trace_.requests.push_back(std::move(r));
     }
+    if (trace_.requests_with_blocks > 0) trace_.block_tokens = opt_.block_tokens;
     return std::move(trace_);
   }
 
  private:
+  // Replaces raw ids by chained hashes (block i's hash covers blocks 0..i), in file order, and
+  // checks that the ids form prefix chains: an id must always follow the same prefix.
+  void chain_blocks(std::size_t line, Row& row) {
+    if (!row.has_ids) return;
+    ++trace_.requests_with_blocks;
+    const std::int64_t b = opt_.block_tokens;
+    if (static_cast<std::int64_t>(row.ids.size()) != (row.prompt + b - 1) / b) ++trace_.block_count_mismatch_rows;
+    std::uint64_t chain = 0x6d6f6f6e63616b65ULL;
+    for (auto& id : row.ids) {
+      const auto [it, fresh] = parent_of_.try_emplace(id, chain);
+      if (!fresh && it->second != chain && trace_.non_chain_block_ids++ == 0) trace_.first_non_chain_line = line;
+      chain = mix64(chain ^ mix64(id));
+      id = chain;
+    }
+  }
+
+  std::unordered_map<std::uint64_t, std::uint64_t> parent_of_;  // raw id -> chain before it
   std::string name_;
   ParseOptions opt_;
   Trace trace_;
@@ -190,7 +220,18 @@ Trace parse_mooncake(const std::string& text, const std::string& name, const Par
     if (!json_number(o, "output_length", out)) return c.bad(line, "missing or non-numeric \"output_length\"");
     if (in != std::floor(in) || out != std::floor(out)) return c.bad(line, "token counts must be integers");
     if (std::fabs(in) > 1e15 || std::fabs(out) > 1e15) return c.bad(line, "token count out of range");
-    c.add(line, Row{ts / 1000.0, static_cast<std::int64_t>(in), static_cast<std::int64_t>(out)});
+    Row row{ts / 1000.0, static_cast<std::int64_t>(in), static_cast<std::int64_t>(out), {}, false};
+    if (const auto* ids = o.if_contains("hash_ids")) {
+      if (!ids->is_array()) return c.bad(line, "\"hash_ids\" must be an array of block ids");
+      row.has_ids = true;
+      row.ids.reserve(ids->get_array().size());
+      for (const auto& id : ids->get_array()) {
+        if (id.is_uint64()) row.ids.push_back(id.get_uint64());
+        else if (id.is_int64() && id.get_int64() >= 0) row.ids.push_back(static_cast<std::uint64_t>(id.get_int64()));
+        else return c.bad(line, "\"hash_ids\" must hold non-negative integers");
+      }
+    }
+    c.add(line, std::move(row));
   });
   return c.finish();
 }

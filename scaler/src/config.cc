@@ -71,16 +71,88 @@ double time_of_day(const YAML::Node& parent, const std::string& key, const std::
   return h * 3600.0 + m * 60.0;
 }
 
+
+void require_map(const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
+}
+
+// The work model's keys of a `policy:` mapping.
+void parse_work_model(const YAML::Node& n, const std::string& path, PolicyConfig& c) {
+  c.work_model = yaml_bool(n, "work_model", path, c.work_model);
+  if (const auto cap = n["capacity"]) {
+    const auto cp = path_join(path, "capacity");
+    require_map(cap, cp);
+    yaml_reject_unknown(cap, cp, {"prefill_tokens_per_s", "attention_context_tokens", "step", "overhead", "kv_tokens",
+                                  "kv_target", "max_in_flight", "in_flight_target"});
+    auto& k = c.capacity;
+    k.prefill_tokens_per_s = yaml_double(cap, "prefill_tokens_per_s", cp, k.prefill_tokens_per_s, 1.0, 1e9);
+    k.attention_context_tokens = yaml_double(cap, "attention_context_tokens", cp, k.attention_context_tokens, 0.0, 1e9);
+    k.step_s = yaml_seconds(cap, "step", cp, k.step_s);
+    k.overhead = yaml_double(cap, "overhead", cp, k.overhead, 0.0, 0.9);
+    if (cap["kv_tokens"]) k.kv_tokens = optional_double(cap, "kv_tokens", cp);
+    k.kv_target = yaml_double(cap, "kv_target", cp, k.kv_target, 0.01, 1.0);
+    if (cap["max_in_flight"]) k.max_in_flight = optional_double(cap, "max_in_flight", cp);
+    k.in_flight_target = yaml_double(cap, "in_flight_target", cp, k.in_flight_target, 0.01, 1.0);
+  }
+  if (const auto slo = n["slo"]) {
+    const auto sp = path_join(path, "slo");
+    require_map(slo, sp);
+    yaml_reject_unknown(slo, sp, {"ttft", "attainment", "window"});
+    c.slo.ttft_s = yaml_seconds(slo, "ttft", sp, c.slo.ttft_s);
+    c.slo.attainment = yaml_double(slo, "attainment", sp, c.slo.attainment, 0.0, 0.9999);
+    c.slo.window_s = yaml_seconds(slo, "window", sp, c.slo.window_s);
+  }
+  c.cold_start_s = yaml_seconds(n, "cold_start", path, c.cold_start_s);
+  c.demand_window_s = yaml_seconds(n, "demand_window", path, c.demand_window_s);
+  c.demand_short_window_s = yaml_seconds(n, "demand_short_window", path, c.demand_short_window_s);
+  c.burst_memory_s = yaml_seconds(n, "burst_memory", path, c.burst_memory_s);
+  c.noise_z = yaml_double(n, "noise_z", path, c.noise_z, 0.0, 10.0);
+  c.learn_s = yaml_seconds(n, "learn", path, c.learn_s);
+  if (const auto pr = n["predictive"]) {
+    const auto pp = path_join(path, "predictive");
+    require_map(pr, pp);
+    yaml_reject_unknown(pr, pp, {"period"});
+    c.predictive_period_s = yaml_seconds(pr, "period", pp, c.predictive_period_s);
+  }
+  if (const auto loop = n["slo_loop"]) {
+    const auto lp = path_join(path, "slo_loop");
+    require_map(loop, lp);
+    yaml_reject_unknown(loop, lp, {"gain", "max_headroom"});
+    c.headroom_gain = yaml_double(loop, "gain", lp, c.headroom_gain, 0.0, 100.0);
+    c.max_headroom = yaml_double(loop, "max_headroom", lp, c.max_headroom, 1.0, 10.0);
+  }
+  if (const auto tiers = n["tiers"]) {
+    const auto tp = path_join(path, "tiers");
+    if (!tiers.IsSequence()) throw ConfigError(tp, yaml_line(tiers), "expected a list");
+    for (std::size_t i = 0; i < tiers.size(); ++i) {
+      const auto ip = at(tp, i);
+      require_map(tiers[i], ip);
+      yaml_reject_unknown(tiers[i], ip, {"name", "price_fraction", "promotion"});
+      WarmTier tier;
+      tier.name = yaml_string(tiers[i], "name", ip);
+      tier.price_fraction = yaml_double(tiers[i], "price_fraction", ip, std::nullopt, 0.0, 10.0);
+      tier.promotion_s = yaml_seconds(tiers[i], "promotion", ip);
+      for (const auto& other : c.tiers)
+        if (other.name == tier.name) throw ConfigError(path_join(ip, "name"), yaml_line(tiers[i]["name"]), "duplicate tier");
+      c.tiers.push_back(std::move(tier));
+    }
+  }
+}
+
 PolicyConfig parse_policy(const YAML::Node& n, const std::string& path) {
+  if (n && !n.IsNull()) require_map(n, path);
   yaml_reject_unknown(n, path,
                       {"min_replicas", "max_replicas", "scale_to_zero", "targets", "stable_window", "panic_window",
-                       "panic_threshold", "scale_down_stabilization", "tolerance", "scale_up", "scale_down", "schedule"});
+                       "panic_threshold", "scale_down_stabilization", "tolerance", "scale_up", "scale_down", "schedule",
+                       "work_model", "capacity", "slo", "cold_start", "demand_window", "demand_short_window",
+                       "burst_memory", "noise_z", "learn", "predictive", "slo_loop", "tiers"});
   PolicyConfig c;
   c.min_replicas = static_cast<int>(yaml_int(n, "min_replicas", path, 1, 0, 10000));
   c.max_replicas = static_cast<int>(yaml_int(n, "max_replicas", path, 8, 0, 10000));
   c.scale_to_zero = yaml_bool(n, "scale_to_zero", path, false);
   if (const auto t = n["targets"]) {
     const auto tp = path_join(path, "targets");
+    require_map(t, tp);
     yaml_reject_unknown(t, tp, {"concurrency_per_replica", "queue_per_replica", "gpu_util", "kv_usage"});
     c.targets.concurrency_per_replica = optional_double(t, "concurrency_per_replica", tp);
     c.targets.queue_per_replica = optional_double(t, "queue_per_replica", tp);
@@ -90,13 +162,17 @@ PolicyConfig parse_policy(const YAML::Node& n, const std::string& path) {
   auto seconds = [&](const char* key, double fallback) { return yaml_seconds(n, key, path, fallback); };
   c.stable_window_s = seconds("stable_window", c.stable_window_s);
   c.panic_window_s = seconds("panic_window", c.panic_window_s);
-  c.scale_down_stabilization_s = seconds("scale_down_stabilization", c.scale_down_stabilization_s);
+  if (n["scale_down_stabilization"] && !(n["scale_down_stabilization"].IsScalar() &&
+                                          n["scale_down_stabilization"].Scalar() == "auto"))
+    c.scale_down_stabilization_s = seconds("scale_down_stabilization", 0);
+  parse_work_model(n, path, c);
   c.panic_threshold = yaml_double(n, "panic_threshold", path, c.panic_threshold);
   c.tolerance = yaml_double(n, "tolerance", path, c.tolerance);
   for (const char* dir : {"scale_up", "scale_down"}) {
     const auto d = n[dir];
     if (!d) continue;
     const auto dp = path_join(path, dir);
+    require_map(d, dp);
     yaml_reject_unknown(d, dp, {"max_rate", "max_step"});
     const bool up = std::string(dir) == "scale_up";
     double& rate = up ? c.scale_up_max_rate : c.scale_down_max_rate;

@@ -2,33 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <numeric>
 #include <stdexcept>
+
+#include "target_tracking.h"
+#include "work_model.h"
 
 namespace tidegate::scaler {
 namespace {
 
-// ceil that forgives floating noise: 4.0000000001 replicas is 4, not 5.
-int ceil_count(double x) { return x <= 0 ? 0 : static_cast<int>(std::ceil(x - 1e-9)); }
-
-std::optional<double> window_mean(const std::deque<std::pair<double, Signals>>& samples, double since,
-                                  std::optional<double> Signals::*field) {
-  double sum = 0;
-  int n = 0;
-  for (const auto& [t, s] : samples) {
-    if (t <= since || !(s.*field)) continue;
-    sum += *(s.*field);
-    ++n;
-  }
-  if (n == 0) return std::nullopt;
-  return sum / n;
-}
-
-std::string fmt(const char* format, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, a);
-  return buf;
-}
+using detail::fmt;
 
 bool schedule_applies(const ScheduledMinimum& s, const PolicyInput& in) {
   if (!in.time_of_day_s) return false;
@@ -37,30 +20,13 @@ bool schedule_applies(const ScheduledMinimum& s, const PolicyInput& in) {
   return s.from_s <= s.to_s ? (tod >= s.from_s && tod < s.to_s) : (tod >= s.from_s || tod < s.to_s);
 }
 
-struct SignalSpec {
-  const char* name;
-  std::optional<double> Signals::*field;
-  std::optional<double> SignalTargets::*target;
-  bool demand;  // totals (desired = total/target); otherwise per-replica means (desired = active*u/target)
-};
-
-constexpr SignalSpec kSpecs[] = {
-    {"concurrency", &Signals::concurrency, &SignalTargets::concurrency_per_replica, true},
-    {"queue", &Signals::queue, &SignalTargets::queue_per_replica, true},
-    {"gpu_util", &Signals::gpu_util, &SignalTargets::gpu_util, false},
-    {"kv_usage", &Signals::kv_usage, &SignalTargets::kv_usage, false},
-};
-
-// Desired replicas for one signal value, with the tolerance band applied.
-int desired_for(const SignalSpec& spec, double value, double target, int active, int capacity, double tolerance,
-                bool* within) {
-  if (spec.demand) {
-    const int raw = ceil_count(value / target);
-    *within = capacity > 0 && std::abs(value / (target * capacity) - 1.0) <= tolerance + 1e-9;
-    return *within ? capacity : raw;
-  }
-  *within = active > 0 && std::abs(value / target - 1.0) <= tolerance + 1e-9;
-  return *within ? active : ceil_count(active * value / target);
+// The highest value of the window wins; returns it (>= value).
+int hold_highest(std::deque<std::pair<double, int>>& window, double t, double length, int value) {
+  window.emplace_back(t, value);
+  while (!window.empty() && window.front().first < t - length) window.pop_front();
+  int held = value;
+  for (const auto& r : window) held = std::max(held, r.second);
+  return held;
 }
 
 }  // namespace
@@ -75,7 +41,8 @@ void validate(const PolicyConfig& c) {
   if (!(c.panic_window_s > 0) || c.panic_window_s > c.stable_window_s)
     fail("panic_window", "must be > 0 and <= stable_window");
   if (!(c.panic_threshold > 1)) fail("panic_threshold", "must be > 1");
-  if (c.scale_down_stabilization_s < 0) fail("scale_down_stabilization", "must be >= 0");
+  if (c.scale_down_stabilization_s && !(*c.scale_down_stabilization_s >= 0))
+    fail("scale_down_stabilization", "must be >= 0");
   if (c.tolerance < 0 || c.tolerance >= 1) fail("tolerance", "must be in [0, 1)");
   if (!(c.scale_up_max_rate > 1)) fail("scale_up.max_rate", "must be > 1");
   if (!(c.scale_down_max_rate > 1)) fail("scale_down.max_rate", "must be > 1");
@@ -86,10 +53,37 @@ void validate(const PolicyConfig& c) {
                          std::pair{"targets.queue_per_replica", t.queue_per_replica},
                          std::pair{"targets.gpu_util", t.gpu_util}, std::pair{"targets.kv_usage", t.kv_usage}})
     if (v && !(*v > 0)) fail(name, "must be > 0");
-  if (!t.concurrency_per_replica && !t.queue_per_replica && !t.gpu_util && !t.kv_usage)
-    fail("targets", "at least one signal target is required");
+  if (!c.work_model && !detail::has_targets(t))
+    fail("targets", "at least one signal target is required when work_model is off");
   for (const auto& s : c.schedule)
     if (s.min_replicas > c.max_replicas) fail("schedule.min_replicas", "must be <= max_replicas");
+  const auto& cap = c.capacity;
+  if (!(cap.prefill_tokens_per_s > 0) || cap.prefill_tokens_per_s > 1e9)
+    fail("capacity.prefill_tokens_per_s", "must be in (0, 1e9]");
+  if (!(cap.attention_context_tokens >= 0)) fail("capacity.attention_context_tokens", "must be >= 0");
+  if (!(cap.step_s >= 0) || cap.step_s > 60) fail("capacity.step", "must be in [0, 60] s");
+  if (!(cap.overhead >= 0) || cap.overhead >= 0.95) fail("capacity.overhead", "must be in [0, 0.95)");
+  if (cap.kv_tokens && !(*cap.kv_tokens > 0)) fail("capacity.kv_tokens", "must be > 0");
+  if (!(cap.kv_target > 0) || cap.kv_target > 1) fail("capacity.kv_target", "must be in (0, 1]");
+  if (cap.max_in_flight && !(*cap.max_in_flight >= 1)) fail("capacity.max_in_flight", "must be >= 1");
+  if (!(cap.in_flight_target > 0) || cap.in_flight_target > 1) fail("capacity.in_flight_target", "must be in (0, 1]");
+  if (!(c.slo.ttft_s > 0) || c.slo.ttft_s > 3600) fail("slo.ttft", "must be in (0, 3600] s");
+  if (!(c.slo.attainment > 0) || c.slo.attainment >= 1) fail("slo.attainment", "must be in (0, 1)");
+  if (!(c.slo.window_s >= 10)) fail("slo.window", "must be >= 10 s");
+  if (!(c.cold_start_s >= 0) || c.cold_start_s > 7200) fail("cold_start", "must be in [0, 7200] s");
+  if (!(c.demand_window_s > 0) || c.demand_short_window_s <= 0 || c.demand_short_window_s > c.demand_window_s)
+    fail("demand_window", "must be > 0, with 0 < demand_short_window <= demand_window");
+  if (!(c.burst_memory_s >= 0) || c.burst_memory_s > 7 * 86400.0) fail("burst_memory", "must be in [0, 7d]");
+  if (!(c.noise_z >= 0) || c.noise_z > 10) fail("noise_z", "must be in [0, 10]");
+  if (!(c.learn_s >= 0)) fail("learn", "must be >= 0");
+  if (!(c.predictive_period_s >= 0) || c.predictive_period_s > 7 * 86400.0) fail("predictive.period", "must be in [0, 7d]");
+  if (!(c.headroom_gain >= 0)) fail("slo_loop.gain", "must be >= 0");
+  if (!(c.max_headroom >= 1) || c.max_headroom > 10) fail("slo_loop.max_headroom", "must be in [1, 10]");
+  for (const auto& tier : c.tiers) {
+    if (tier.name.empty()) fail("tiers.name", "must not be empty");
+    if (!(tier.price_fraction >= 0) || tier.price_fraction > 10) fail("tiers." + tier.name + ".price_fraction", "must be in [0, 10]");
+    if (!(tier.promotion_s >= 0) || tier.promotion_s > 7200) fail("tiers." + tier.name + ".promotion", "must be in [0, 7200] s");
+  }
 }
 
 Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in) {
@@ -98,82 +92,59 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
   d.active = in.active;
   d.starting = in.starting;
   d.inputs = in.signals;
+  d.desired_tiers.assign(cfg.tiers.size(), 0);
   const int capacity = in.active + in.starting;
-
-  st.samples.emplace_back(in.t, in.signals);
-  while (!st.samples.empty() && st.samples.front().first <= in.t - cfg.stable_window_s) st.samples.pop_front();
-
-  int stable = -1, panic = -1;
-  const SignalSpec* stable_by = nullptr;
-  const SignalSpec* panic_by = nullptr;
-  bool stable_within = false;
-  for (const auto& spec : kSpecs) {
-    const auto target = cfg.targets.*spec.target;
-    if (!target) continue;
-    const auto sv = window_mean(st.samples, in.t - cfg.stable_window_s, spec.field);
-    const auto pv = window_mean(st.samples, in.t - cfg.panic_window_s, spec.field);
-    if (!sv) continue;  // missing signal: the others decide
-    SignalRecommendation r;
-    r.signal = spec.name;
-    r.target = *target;
-    r.stable_value = *sv;
-    r.panic_value = pv.value_or(*sv);
-    bool panic_within = false;
-    r.stable_desired = desired_for(spec, *sv, *target, in.active, capacity, cfg.tolerance, &r.within_tolerance);
-    r.panic_desired = desired_for(spec, r.panic_value, *target, in.active, capacity, cfg.tolerance, &panic_within);
-    if (r.stable_desired > stable) stable = r.stable_desired, stable_by = &spec, stable_within = r.within_tolerance;
-    if (r.panic_desired > panic) panic = r.panic_desired, panic_by = &spec;
-    d.signals.push_back(std::move(r));
+  if (st.first_t < 0) {
+    st.first_t = in.t;
+    st.initial_capacity = capacity;
   }
+  const double cold = std::max(0.0, in.cold_start_s.value_or(cfg.cold_start_s));
+
+  detail::Tracking tracking;
+  if (detail::has_targets(cfg.targets)) tracking = detail::track_targets(cfg, st, in);
+  detail::WorkPlan work;
+  if (cfg.work_model) work = detail::plan_work(cfg, st, in, cold);
+  st.prev_t = in.t;
+  d.signals = std::move(tracking.signals);
+  d.panic = tracking.panic;
+  if (work.any && !work.lost) d.work = work.view;
 
   int desired;
-  if (stable < 0) {
+  if (!tracking.any && !work.any) {
     desired = in.active;
     d.reason_code = "no_signals";
     d.reason = "no signals: holding " + std::to_string(in.active) + " active";
+  } else if (work.any && (!tracking.any || work.active >= tracking.desired)) {
+    desired = work.active;
+    d.desired_tiers = work.tiers;
+    d.reason_code = work.reason_code;
+    d.reason = work.reason;
+    if (tracking.any) d.reason += "; target tracking wants " + std::to_string(tracking.desired);
   } else {
-    desired = stable;
-    d.reason_code = stable_within ? "within_tolerance" : "target_tracking";
-    d.reason = std::string(stable_by->name) + (stable_within ? " within tolerance: " : " wants ") +
-               std::to_string(stable) + " over the stable window";
-
-    // Panic: short-window demand far above what we have (or any demand at zero).
-    const bool from_zero = capacity == 0 && panic > 0;
-    if (from_zero || (capacity > 0 && panic >= cfg.panic_threshold * capacity)) {
-      if (!st.panicking) st.panic_desired = 0;
-      st.panicking = true;
-      st.last_panic_t = in.t;
-    } else if (st.panicking && in.t - st.last_panic_t >= cfg.stable_window_s) {
-      st.panicking = false;
-    }
-    if (st.panicking) {
-      const int held = std::max({panic, stable, st.panic_desired, in.active});
-      st.panic_desired = held;
-      desired = held;
-      d.panic = true;
-      if (from_zero) {
-        d.reason_code = "from_zero";
-        d.reason = std::string(panic_by->name) + " demand at zero capacity: starting " + std::to_string(held);
-      } else {
-        d.reason_code = "panic";
-        d.reason = "panic: " + std::string(panic_by->name) + " demand " +
-                   fmt("%.1f", capacity > 0 ? double(panic) / capacity : 0.0) + "x capacity, holding " +
-                   std::to_string(held);
-      }
-    }
+    desired = tracking.desired;
+    d.reason_code = tracking.reason_code;
+    d.reason = tracking.reason;
+    if (work.any) d.desired_tiers = work.tiers, d.reason += "; work model wants " + std::to_string(work.active);
   }
 
-  // Scale-down stabilisation: a dip must last the whole window before capacity goes.
-  st.recommendations.emplace_back(in.t, desired);
-  while (!st.recommendations.empty() && st.recommendations.front().first < in.t - cfg.scale_down_stabilization_s)
-    st.recommendations.pop_front();
-  int held = desired;
-  for (const auto& r : st.recommendations) held = std::max(held, r.second);
+  // Scale-down stabilisation: a dip must last the whole window before capacity goes. By
+  // default the window is a cold start: capacity released and needed again sooner cost more
+  // GPU time than it saved, and its users waited for it.
+  const double window = cfg.scale_down_stabilization_s.value_or(cold);
+  const int tiers_sum = std::accumulate(d.desired_tiers.begin(), d.desired_tiers.end(), 0);
+  const int held = hold_highest(st.recommendations, in.t, window, desired);
   if (held > desired && desired < in.active) {
     d.reason_code = "stabilised";
     d.reason = "stabilised: holding max recommendation " + std::to_string(std::min(held, in.active)) + " of last " +
-               fmt("%.0f", cfg.scale_down_stabilization_s) + "s (raw " + std::to_string(desired) + ")";
+               fmt("%.0f", window) + "s (raw " + std::to_string(desired) + "; " + d.reason + ")";
     desired = std::min(held, in.active);  // stabilisation never causes a scale-up
+  }
+  // Standby capacity is stabilised the same way, as the plan's total.
+  const int plan = hold_highest(st.plan_recommendations, in.t, window, work.any ? work.active + tiers_sum : desired);
+  if (!d.desired_tiers.empty()) {
+    int missing = plan - (desired + std::accumulate(d.desired_tiers.begin(), d.desired_tiers.end(), 0));
+    const auto order = detail::usable_tiers(cfg, cold);
+    if (missing > 0 && !order.empty()) d.desired_tiers[order.back()] += missing;  // the cheapest tier keeps it
   }
 
   // Step limits.
@@ -212,6 +183,12 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
     d.reason_code = "max_replicas";
     d.reason = "max_replicas " + std::to_string(cfg.max_replicas) + " (wanted " + std::to_string(desired) + ")";
     desired = cfg.max_replicas;
+  }
+  // Standby replicas count against max_replicas too.
+  int room = cfg.max_replicas - desired;
+  for (auto& n : d.desired_tiers) {
+    n = std::clamp(n, 0, room);
+    room -= n;
   }
 
   d.desired = desired;

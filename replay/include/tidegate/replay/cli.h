@@ -23,6 +23,7 @@ struct CliArgs {
   BadRowPolicy on_bad_row = BadRowPolicy::kSkip;
   UnsortedPolicy on_unsorted = UnsortedPolicy::kSort;
   double load_factor = 1.0;
+  std::string variant = "none";  // a burstier variant of the trace (variants.h)
   bool json = false;
   bool baselines = false;
   bool tune = false;

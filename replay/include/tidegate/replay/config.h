@@ -15,7 +15,13 @@ struct ReplayConfig {
   int comparison_warm_pool = 1;    // the "tidegate+warm"/"tidegate-nowarm" counterpart's pool
   HpaConfig hpa;
   KpaConfig kpa;
+  // Which parts of the policy the config file set itself; the rest follows the profile and SLO.
+  bool policy_sets_capacity = false, policy_sets_slo = false, policy_sets_cold_start = false;
 };
+
+// Re-derives what the policy did not set (capacity from the profile, SLO, cold start) and its
+// replica bounds from the replay's; call after changing options.
+void align_policy(ReplayConfig& config);
 
 // The documented defaults (replay/README.md): tidegate_sim's TimingParams, the scaler's
 // PolicyConfig, Kubernetes/Knative defaults for the baselines.

@@ -34,10 +34,20 @@ struct ClusterObservation {
   double busy_fraction = 0;     // active replicas with a non-empty batch (what DCGM GPU_UTIL sees)
   // Demand.
   std::size_t arrivals = 0;     // requests that arrived during the last period
+  std::int64_t arrival_prompt_tokens = 0;  // their prompt tokens
   double ttft_p90_s = 0;        // of first tokens during the last period (0 when none)
+  std::size_t first_tokens = 0;      // first tokens during the last period ...
+  std::size_t first_tokens_in_slo = 0;  // ... of which within the TTFT objective
+  // Work in the system.
+  std::int64_t queued_prompt_tokens = 0;   // prompts in the admission queue
+  std::int64_t engine_backlog_tokens = 0;  // prompt tokens the engines have yet to prefill
+  std::int64_t kv_used_tokens = 0;         // KV held by running requests, active replicas
+  double prefix_hit_ratio = 0;             // cached / queried prompt tokens during the period
+  bool prefix_queried = false;             // some prompt was looked up during the period
   // Capacity constants, so utilisation policies need no side channel.
   int slots_per_replica = 1;    // concurrent requests the gateway sends one replica
   double capacity_per_replica = 1;  // requests in flight one replica sustains within the SLO
+  double cold_start_s = 0;          // of the profile: what a start costs in time
 };
 
 struct ScaleTarget {

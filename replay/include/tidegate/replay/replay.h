@@ -82,6 +82,9 @@ struct ReplaySummary {
   double mean_replicas = 0;  // time-weighted, all non-stopped replicas
   int max_replicas = 0;
   std::size_t scale_events = 0;  // cold starts + promotions + drains + stops of warm replicas
+  // Prefix caching over the whole fleet: prompt tokens looked up and found (not prefilled).
+  std::int64_t prefix_query_tokens = 0;
+  std::int64_t prefix_hit_tokens = 0;
   bool meets_slo(const Slo& slo) const { return ttft_slo_attainment >= slo.attainment; }
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tidegate/replay/policy.h"
+#include "tidegate/replay/replay.h"
 #include "tidegate/scaler/lifecycle.h"
 #include "tidegate/scaler/policy.h"
 
@@ -42,5 +43,9 @@ class TidegatePolicy final : public ScalingPolicy {
 
 // The signals the live gateway/engines would report, from a replay observation.
 scaler::PolicyInput to_policy_input(const ClusterObservation& obs);
+
+// The work model's replica capacity for a profile: what a user would set from a benchmark of
+// that replica (its prefill rate, attention constant, saturated step, KV and gateway slots).
+scaler::ReplicaCapacity capacity_from_profile(const ReplicaProfile& profile);
 
 }  // namespace tidegate::replay

@@ -17,6 +17,9 @@ struct TraceRequest {
   double arrival_s = 0;            // seconds since the first request of the trace
   std::int64_t prompt_tokens = 0;  // >= 1
   std::int32_t output_tokens = 0;  // >= 1
+  // Chained hashes of the prompt's KV blocks (Trace::block_tokens each; the last may be
+  // partial): equal hash = equal prefix through that block. Empty: nothing is reusable.
+  std::vector<std::uint64_t> blocks;
 };
 
 struct BadRow {
@@ -32,6 +35,16 @@ struct Trace {
   std::size_t out_of_order_rows = 0;        // rows earlier than their predecessor (sorted anyway)
   std::size_t first_out_of_order_line = 0;
   std::size_t zero_output_rows = 0;         // output 0 counted as 1: a request still gets a token
+  // Prefix blocks (Mooncake `hash_ids`): 0 when the trace carries none (prefix caching off).
+  std::int32_t block_tokens = 0;
+  std::size_t requests_with_blocks = 0;
+  // Block ids that also appear after a different prefix or at another position: not a prefix
+  // chain. Reuse is only counted for identical prefixes (the chained hash), so these never hit.
+  std::size_t non_chain_block_ids = 0;
+  std::size_t first_non_chain_line = 0;
+  // Rows whose ids do not cover ceil(input_length / block_tokens) blocks (fewer: the rest of
+  // the prompt is unique; more: the extra ids are ignored).
+  std::size_t block_count_mismatch_rows = 0;
   double duration_s() const { return requests.empty() ? 0 : requests.back().arrival_s; }
 };
 
@@ -41,6 +54,8 @@ struct ParseOptions {
   UnsortedPolicy on_unsorted = UnsortedPolicy::kSort;
   // Arrival rate multiplier: 2.0 compresses time by 2 (same requests, twice the rate).
   double load_factor = 1.0;
+  // Tokens per `hash_ids` block in Mooncake traces (512 in the FAST'25 release).
+  std::int32_t block_tokens = 512;
 };
 
 // Thrown for unreadable files, unknown formats, empty traces, and bad rows under kFail.

@@ -2,11 +2,17 @@
 // The scaling policy: a pure function of signals and time. No sockets, clocks or threads,
 // so the live scaler and the trace-replay tool (virtual time) run the very same code.
 //
-// Target tracking over two windows (Knative KPA style): a stable window (60 s) and a panic
-// window (6 s). When panic-window demand reaches `panic_threshold` x capacity the policy
-// scales up at once and does not scale down until a full stable window passes without
-// panic. Scale-down is stabilised (HPA style): the highest recommendation of the last
-// `scale_down_stabilization_s` wins. Replicas still starting count as capacity on the way.
+// Two ways of measuring demand, combined by taking the larger:
+//   * the work model (default): prompt tokens arriving, priced by a replica's prefill cost,
+//     sized for the TTFT SLO with a queueing bound, plus KV occupancy and in-flight slots;
+//     on top of it a burst memory (capacity is not released while the demand's recent swings
+//     could outrun a cold start), a closed loop on measured TTFT attainment, and a hold
+//     before releasing capacity as long as a cold start costs;
+//   * target tracking over plain signals (`targets`, Knative KPA style): stable and panic
+//     windows, HPA-style scale-down stabilisation. Off by default; kept for users who scale
+//     on concurrency, queue depth, GPU utilisation or KV usage.
+// Warm tiers (cheaper standby states with their own promotion time) are sized by the same
+// plan. Every decision carries a bounded reason code and a sentence with the numbers.
 #include <deque>
 #include <optional>
 #include <string>
@@ -17,10 +23,10 @@ namespace tidegate::scaler {
 
 // Targets per signal; a signal without a target is ignored.
 struct SignalTargets {
-  std::optional<double> concurrency_per_replica = 16.0;  // requests in flight + queued, per replica
-  std::optional<double> queue_per_replica;               // requests waiting, per replica
-  std::optional<double> gpu_util;                        // mean over active replicas, fraction 0..1
-  std::optional<double> kv_usage;                        // mean KV-cache usage, fraction 0..1
+  std::optional<double> concurrency_per_replica;  // requests in flight + queued, per replica
+  std::optional<double> queue_per_replica;        // requests waiting, per replica
+  std::optional<double> gpu_util;                 // mean over active replicas, fraction 0..1
+  std::optional<double> kv_usage;                 // mean KV-cache usage, fraction 0..1
 };
 
 // A floor for known peaks. Times are seconds since midnight UTC; from > to wraps midnight.
@@ -31,16 +37,64 @@ struct ScheduledMinimum {
   int min_replicas = 0;
 };
 
+// What one replica can do: the unit the work model counts demand in. Defaults: Llama-3.1-8B
+// BF16 on one A100-80GB under vLLM (derivations in scaler/README.md); set them from a
+// benchmark of your own replica.
+struct ReplicaCapacity {
+  double prefill_tokens_per_s = 10000;      // prompt tokens a saturated replica prefills per second
+  double attention_context_tokens = 30600;  // model constant: attention doubles a token's cost here; 0 = ignore
+  double step_s = 0.215;                    // one saturated step (budget / rate + decode): a request waits for it
+  double overhead = 0.10;                   // share of a saturated replica's time that is not prefill (decode)
+  std::optional<double> kv_tokens = 400000; // KV capacity per replica; nullopt = KV not considered
+  double kv_target = 0.9;                   // occupancy at which a replica counts as full
+  std::optional<double> max_in_flight;      // the gateway's per-replica cap; nullopt = not considered
+  double in_flight_target = 0.8;            // share of those slots to plan for
+};
+
+struct SloTarget {
+  double ttft_s = 1.0;
+  double attainment = 0.99;  // share of requests whose TTFT must be within ttft_s
+  double window_s = 600;     // measured attainment is taken over this window
+};
+
+// A standby state cheaper than running (e.g. an engine asleep, weights in host memory).
+struct WarmTier {
+  std::string name;
+  double price_fraction = 1.0;  // of an active replica's price
+  double promotion_s = 5;       // to active
+};
+
 struct PolicyConfig {
   int min_replicas = 1;
   int max_replicas = 8;
   bool scale_to_zero = false;  // required for min_replicas == 0
+
+  // ---- work model ----------------------------------------------------------------------
+  bool work_model = true;
+  ReplicaCapacity capacity;
+  SloTarget slo;
+  double cold_start_s = 60;         // used when the input does not carry a measured one
+  double demand_window_s = 60;      // arrival rates are averaged over this ...
+  double demand_short_window_s = 10;  // ... or this, when it is significantly higher
+  double burst_memory_s = 3600;     // demand swings are remembered this long
+  double noise_z = 3;               // swings within z standard errors of noise are not bursts
+  double learn_s = 0;               // hold the starting capacity this long; 0 = 15 cold starts (10-60 min)
+  double predictive_period_s = 0;   // > 0: a floor from the demand one period ago (daily peaks)
+  double headroom_gain = 0.5;       // SLO loop: extra demand per unit of miss-budget overrun
+  double max_headroom = 3;          // ... at most this multiple of the measured demand
+  std::vector<WarmTier> tiers;      // standby tiers the plan may use (dominated ones are ignored)
+
+  // ---- target tracking -----------------------------------------------------------------
   SignalTargets targets;
   double stable_window_s = 60;
   double panic_window_s = 6;
   double panic_threshold = 2.0;  // panic-window demand / capacity
-  double scale_down_stabilization_s = 300;
-  double tolerance = 0.1;          // |value/target - 1| within this: no change for that signal
+  double tolerance = 0.1;        // |value/target - 1| within this: no change for that signal
+
+  // ---- both ----------------------------------------------------------------------------
+  // Highest recommendation of this window wins before capacity is released. Unset: as long
+  // as a cold start (releasing capacity needed again sooner costs more than keeping it).
+  std::optional<double> scale_down_stabilization_s;
   double scale_up_max_rate = 10;   // desired <= max(max(capacity, 1) * rate, capacity + 1)
   int scale_up_max_step = 0;       // replicas per decision; 0 = unlimited
   double scale_down_max_rate = 2;  // desired >= floor(active / rate)
@@ -48,12 +102,21 @@ struct PolicyConfig {
   std::vector<ScheduledMinimum> schedule;
 };
 
-// Observed demand for one model pool. nullopt = not available this tick (skipped).
+// Observed demand for one model pool, fleet totals. nullopt = not available this tick.
 struct Signals {
   std::optional<double> concurrency;  // total requests in flight + waiting
   std::optional<double> queue;        // total requests waiting
   std::optional<double> gpu_util;     // mean over active replicas, 0..1
   std::optional<double> kv_usage;     // mean over active replicas, 0..1
+  // Work signals, for the interval since the previous sample.
+  std::optional<double> arrivals;               // requests that arrived
+  std::optional<double> arrival_prompt_tokens;  // their prompt tokens (estimated at the gateway)
+  std::optional<double> prefix_hit_ratio;       // engines: cached / queried prompt tokens, recent
+  std::optional<double> prefill_backlog_tokens; // prompt tokens waiting (gateway queue + engines)
+  std::optional<double> kv_used_tokens;         // KV held by running requests, all replicas
+  std::optional<double> in_flight;              // requests on replicas
+  std::optional<double> ttft_met;               // first tokens within the SLO ...
+  std::optional<double> ttft_total;             // ... out of this many
 };
 
 struct PolicyInput {
@@ -64,6 +127,7 @@ struct PolicyInput {
   int active = 0;    // routed replicas
   int starting = 0;  // replicas on the way (loading) that will add capacity
   int warm = 0;      // ready, not routed (informational)
+  std::optional<double> cold_start_s;  // measured time from start to ready, when known
 };
 
 enum class Direction { kUp, kDown, kHold };
@@ -72,7 +136,7 @@ constexpr std::string_view to_string(Direction d) {
 }
 
 struct SignalRecommendation {
-  std::string signal;  // "concurrency", "queue", "gpu_util", "kv_usage"
+  std::string signal;  // "concurrency", "queue", "gpu_util", "kv_usage", "prefill", "kv_tokens", "in_flight"
   double stable_value = 0;
   double panic_value = 0;
   double target = 0;
@@ -83,9 +147,22 @@ struct SignalRecommendation {
 
 // Bounded reason codes (used as a metric label); `reason` carries the numbers.
 inline constexpr std::string_view kReasonCodes[] = {
-    "target_tracking", "within_tolerance", "panic",         "from_zero",     "stabilised",
-    "rate_limited",    "min_replicas",     "max_replicas",  "scheduled_min", "no_signals",
-    "starting_covers",
+    "target_tracking", "within_tolerance", "panic",        "from_zero",       "stabilised",
+    "rate_limited",    "min_replicas",     "max_replicas", "scheduled_min",   "no_signals",
+    "starting_covers", "work_demand",      "burst_memory", "slo_feedback",    "learning",
+    "predictive",      "signal_lost",
+};
+
+// What the work model saw and planned, for explanations and the admin API.
+struct WorkView {
+  double demand = 0;        // offered prefill load now, in replicas (after SLO headroom)
+  double service_s = 0;     // mean prefill time of a request
+  double burst_margin = 0;  // extra load a swing within a cold start could bring, in replicas
+  double peak = 0;          // highest load remembered
+  double headroom = 1;      // SLO loop multiplier
+  std::optional<double> attainment;  // measured over slo.window_s
+  int for_demand = 0;       // replicas for the load now
+  int for_plan = 0;         // replicas the plan holds (active + tiers)
 };
 
 struct Decision {
@@ -93,21 +170,44 @@ struct Decision {
   int active = 0;
   int starting = 0;
   int desired = 0;  // desired active replicas
+  std::vector<int> desired_tiers;  // per PolicyConfig::tiers: replicas to keep in that tier
   Direction direction = Direction::kHold;
   bool panic = false;
   std::string reason_code;
   std::string reason;
   std::vector<SignalRecommendation> signals;
   Signals inputs;
+  std::optional<WorkView> work;
 };
 
 // Carried between calls by the caller (one per model pool). Starts empty.
 struct PolicyState {
+  // Target tracking.
   std::deque<std::pair<double, Signals>> samples;      // within the stable window
-  std::deque<std::pair<double, int>> recommendations;  // within the stabilisation window
   bool panicking = false;
   double last_panic_t = 0;
   int panic_desired = 0;  // high-water mark while panicking
+  // Both: the stabilisation window's recommendations (active, and active + tiers).
+  std::deque<std::pair<double, int>> recommendations;
+  std::deque<std::pair<double, int>> plan_recommendations;
+  // Work model.
+  struct WorkSample {
+    double t = 0, dt = 0, arrivals = 0, tokens = 0;
+    std::optional<double> hit_ratio;
+  };
+  std::deque<WorkSample> work;                     // within demand_window_s
+  std::deque<std::pair<double, double>> history;   // (bucket start, mean load) over the memory
+  double bucket_start = -1, bucket_sum = 0;
+  int bucket_n = 0;
+  std::deque<std::pair<double, std::pair<double, double>>> ttft;  // (t, (met, total)) within slo.window_s
+  double first_t = -1;          // first call
+  int initial_capacity = -1;    // active + starting at the first call (the learning floor)
+  double last_work_t = -1;      // last sample with work signals
+  double prev_t = -1;           // previous call
+  double mean_prompt = 0;       // last known mean prompt tokens per request
+  double hit_ratio = 0;         // last known prefix-cache hit ratio
+  int last_plan = 0;            // active + tiers planned by the last call with work signals
+  int last_active_plan = 0;
 };
 
 Decision decide(const PolicyConfig& config, PolicyState& state, const PolicyInput& input);
