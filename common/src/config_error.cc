@@ -144,10 +144,11 @@ double parse_duration_seconds(const std::string& text) {
   if (unit.empty() || unit == "s") scale = 1;
   else if (unit == "ms") scale = 1e-3;
   else if (unit == "us") scale = 1e-6;
+  else if (unit == "ns") scale = 1e-9;
   else if (unit == "m") scale = 60;
   else if (unit == "h") scale = 3600;
   else if (unit == "d") scale = 86400;
-  else throw std::invalid_argument("unknown duration unit '" + unit + "' (use ms, s, m, h, d)");
+  else throw std::invalid_argument("unknown duration unit '" + unit + "' (use ns, us, ms, s, m, h, d)");
   if (!std::isfinite(value) || value < 0) throw std::invalid_argument("duration must be >= 0: '" + text + "'");
   return value * scale;
 }

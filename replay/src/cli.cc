@@ -49,6 +49,7 @@ std::string usage() {
          "  --replicas-min N  --replicas-max N\n"
          "  --initial-replicas N|auto      fleet at t=0 (auto: the cheapest static fleet, found first)\n"
          "  --warmup-s S                   decisions are not applied before S (default 60)\n"
+         "  --cold-start-s S               replica cold start (default: the profile's, 60)\n"
          "  --slo-ttft-ms X  --slo-e2e-ms Y  --slo-attainment F (default 0.99)\n"
          "  --load-factor F                scale the arrival rate (2 = twice as fast)\n"
          "  --variant SPEC                 replay a burstier variant: onoff, spikes, mmpp, wave, split\n"
@@ -59,9 +60,12 @@ std::string usage() {
          "  --json                         last stdout line: the summary as one JSON object\n"
          "  --out-dir DIR                  write timeline.csv, timeline.svg (and baselines.txt)\n"
          "  --baselines                    also run static (searched), HPA, KPA, Tidegate +/- warm pool\n"
-         "  --tune                         search policy parameters; print the Pareto frontier and YAML\n"
-         "  --tune-concurrency L --tune-stable-window L --tune-scale-down L --tune-warm-pool L\n"
-         "                                 comma-separated grids for --tune\n"
+         "  --baselines                    (with the offline optimum; --no-optimum skips it)\n"
+         "  --tune                         search policy parameters on the first part of the trace, validate\n"
+         "                                 on the rest; print the frontier, the YAML and the held-back figures\n"
+         "  --tune-headroom L --tune-burst-memory L --tune-noise-z L --tune-scale-down L --tune-warm-pool L\n"
+         "                                 comma-separated grids for --tune (scale-down 0 = auto)\n"
+         "  --tune-share F                 share of the trace (from the start) to tune on (default 0.667)\n"
          "  --threads N                    parallel runs for --baselines/--tune (default: cores)\n"
          "  --progress / --no-progress     progress bar on stderr (default: when stderr is a terminal)\n";
 }
@@ -70,12 +74,13 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   CliArgs a;
   std::map<std::string, std::string> values;
   std::vector<std::string> order;
-  static const char* kBool[] = {"--json", "--baselines", "--tune", "--help", "-h", "--progress", "--no-progress"};
+  static const char* kBool[] = {"--json", "--baselines", "--tune", "--help", "-h", "--progress", "--no-progress",
+                                "--no-optimum"};
   static const char* kValued[] = {"--trace", "--format", "--config", "--replicas-min", "--replicas-max",
-                                  "--initial-replicas", "--warmup-s", "--slo-ttft-ms", "--slo-e2e-ms", "--slo-attainment",
+                                  "--initial-replicas", "--warmup-s", "--cold-start-s", "--slo-ttft-ms", "--slo-e2e-ms", "--slo-attainment",
                                   "--load-factor", "--variant", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
-                                  "--threads", "--tune-concurrency", "--tune-stable-window", "--tune-scale-down",
-                                  "--tune-warm-pool"};
+                                  "--threads", "--tune-headroom", "--tune-burst-memory", "--tune-noise-z",
+                                  "--tune-scale-down", "--tune-warm-pool", "--tune-share"};
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
     const auto eq = flag.find('=');
@@ -127,6 +132,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   if (auto v = get("--initial-replicas"))
     o.initial_active = *v == "auto" ? 0 : integer("--initial-replicas", *v, 1, 10000);
   if (auto v = get("--warmup-s")) o.warmup_s = number("--warmup-s", *v, 0, 86400);
+  if (auto v = get("--cold-start-s")) o.profile.cold_start_s = number("--cold-start-s", *v, 0, 7200);
   if (o.replicas_min > o.replicas_max)
     throw CliError("--replicas-min (" + std::to_string(o.replicas_min) + ") exceeds --replicas-max (" +
                    std::to_string(o.replicas_max) + ")");
@@ -148,13 +154,16 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   if (auto v = get("--warm-pool")) a.config.tidegate.warm_pool_size = integer("--warm-pool", *v, 0, 1000);
   if (auto v = get("--threads")) a.threads = static_cast<unsigned>(integer("--threads", *v, 1, 256));
   if (auto v = get("--out-dir")) a.out_dir = *v;
-  if (auto v = get("--tune-concurrency")) a.grid.concurrency_per_replica = list<double>("--tune-concurrency", *v, 0.01, 1e6);
-  if (auto v = get("--tune-stable-window")) a.grid.stable_window_s = list<double>("--tune-stable-window", *v, 1, 86400);
+  if (auto v = get("--tune-headroom")) a.grid.headroom = list<double>("--tune-headroom", *v, 0.1, 10);
+  if (auto v = get("--tune-burst-memory")) a.grid.burst_memory_s = list<double>("--tune-burst-memory", *v, 0, 604800);
+  if (auto v = get("--tune-noise-z")) a.grid.noise_z = list<double>("--tune-noise-z", *v, 0, 10);
   if (auto v = get("--tune-scale-down")) a.grid.scale_down_stabilization_s = list<double>("--tune-scale-down", *v, 0, 86400);
+  if (auto v = get("--tune-share")) a.grid.tune_share = number("--tune-share", *v, 0.2, 0.9);
   if (auto v = get("--tune-warm-pool")) a.grid.warm_pool_size = list<int>("--tune-warm-pool", *v, 0, 1000);
   align_policy(a.config);
   a.json = get("--json").has_value();
   a.baselines = get("--baselines").has_value();
+  a.optimum = !get("--no-optimum").has_value();
   a.tune = get("--tune").has_value();
   if (get("--progress")) a.progress = ProgressMode::kOn;
   if (get("--no-progress")) a.progress = ProgressMode::kOff;

@@ -18,7 +18,8 @@ void parse_profile(const YAML::Node& n, const std::string& path, ReplicaProfile&
   yaml_reject_unknown(n, path,
                       {"name", "cold_start", "warm_promotion", "usd_per_gpu_hour", "gpus_per_replica",
                        "slots_per_replica", "capacity_per_replica", "max_batch", "prefill_tokens_per_s", "decode_base", "decode_per_seq",
-                       "kv_capacity_tokens"});
+                       "kv_capacity_tokens", "max_num_batched_tokens", "decode_per_kv_token", "attention_context_tokens",
+                       "prefix_caching"});
   p.name = yaml_string(n, "name", path, p.name);
   p.cold_start_s = yaml_seconds(n, "cold_start", path, p.cold_start_s);
   p.warm_promotion_s = yaml_seconds(n, "warm_promotion", path, p.warm_promotion_s);
@@ -32,6 +33,11 @@ void parse_profile(const YAML::Node& n, const std::string& path, ReplicaProfile&
   t.decode_base_s = yaml_seconds(n, "decode_base", path, t.decode_base_s);
   t.decode_per_seq_s = yaml_seconds(n, "decode_per_seq", path, t.decode_per_seq_s);
   t.kv_capacity_tokens = yaml_int(n, "kv_capacity_tokens", path, t.kv_capacity_tokens, 1, 1'000'000'000);
+  t.max_num_batched_tokens = yaml_int(n, "max_num_batched_tokens", path, t.max_num_batched_tokens, 0, 100'000'000);
+  t.decode_per_kv_token_s = yaml_seconds(n, "decode_per_kv_token", path, t.decode_per_kv_token_s);
+  t.prefill_attention_context_tokens =
+      yaml_double(n, "attention_context_tokens", path, t.prefill_attention_context_tokens, 0.0, 1e9);
+  t.prefix_caching = yaml_bool(n, "prefix_caching", path, t.prefix_caching);
   if (!(t.decode_base_s > 0) || t.decode_base_s > 10)
     throw ConfigError(path_join(path, "decode_base"), yaml_line(n), "must be in (0, 10] seconds");
 }
@@ -136,23 +142,23 @@ ReplayConfig load_config_file(const std::string& path, ReplayConfig base) {
 
 std::string policy_yaml(const TidegatePolicyConfig& c) {
   std::ostringstream o;
-  auto target = [&](const char* key, const std::optional<double>& v) {
-    o << "    " << key << ": ";
-    if (v) o << *v; else o << "~";
-    o << "\n";
-  };
   const auto& p = c.policy;
-  o << "policy:\n  targets:\n";
-  target("concurrency_per_replica", p.targets.concurrency_per_replica);
-  target("queue_per_replica", p.targets.queue_per_replica);
-  target("gpu_util", p.targets.gpu_util);
-  target("kv_usage", p.targets.kv_usage);
-  o << "  stable_window: " << p.stable_window_s << "s\n";
-  o << "  panic_window: " << p.panic_window_s << "s\n";
-  o << "  panic_threshold: " << p.panic_threshold << "\n";
+  o << "policy:\n";
+  o << "  headroom: " << p.headroom << "\n";
+  o << "  burst_memory: " << p.burst_memory_s << "s\n";
+  o << "  noise_z: " << p.noise_z << "\n";
   if (p.scale_down_stabilization_s) o << "  scale_down_stabilization: " << *p.scale_down_stabilization_s << "s\n";
   else o << "  scale_down_stabilization: auto\n";
-  o << "  tolerance: " << p.tolerance << "\n";
+  if (p.targets.concurrency_per_replica || p.targets.queue_per_replica || p.targets.gpu_util || p.targets.kv_usage) {
+    auto target = [&](const char* key, const std::optional<double>& v) {
+      if (v) o << "    " << key << ": " << *v << "\n";
+    };
+    o << "  targets:\n";
+    target("concurrency_per_replica", p.targets.concurrency_per_replica);
+    target("queue_per_replica", p.targets.queue_per_replica);
+    target("gpu_util", p.targets.gpu_util);
+    target("kv_usage", p.targets.kv_usage);
+  }
   o << "replay:\n  warm_pool_size: " << c.warm_pool_size << "\n";
   return o.str();
 }

@@ -1,5 +1,6 @@
 // tidegate-replay: replays a request trace through the live scaler policy and the simulator's
-// timing model in virtual time; compares with baselines; tunes the policy.
+// timing model in virtual time; compares with baselines and the offline optimum; tunes the
+// policy on one part of the trace and validates it on the rest.
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -8,13 +9,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
-#include "tidegate/replay/cli.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
+#include "tidegate/replay/cli.h"
+#include "tidegate/replay/optimum.h"
 #include "tidegate/replay/report.h"
 #include "tidegate/replay/suite.h"
 #include "tidegate/replay/variants.h"
@@ -66,6 +68,102 @@ void report_trace(const tr::Trace& trace, const tr::CliArgs& args) {
   if (trace.block_count_mismatch_rows)
     std::fprintf(stderr, "warning: %zu rows have block ids that do not cover ceil(input_length / %d) blocks\n",
                  trace.block_count_mismatch_rows, trace.block_tokens);
+  if (args.variant != "none")
+    std::fprintf(stderr, "variant %s: %zu requests over %.1f s\n", tr::describe(tr::parse_variant(args.variant)).c_str(),
+                 trace.requests.size(), trace.duration_s());
+}
+
+void warn_about(const tr::ReplayOptions& o, const tr::Trace& trace) {
+  if (o.profile.cold_start_s > trace.duration_s())
+    std::fprintf(stderr,
+                 "warning: the cold start (%.0f s) is longer than the trace (%.0f s): no replica started during it can "
+                 "serve any of its requests\n",
+                 o.profile.cold_start_s, trace.duration_s());
+}
+
+void write_outputs(const tr::CliArgs& args, const tr::ReplayResult& run, const tr::TidegatePolicy& policy) {
+  std::filesystem::create_directories(args.out_dir);
+  const std::filesystem::path dir(args.out_dir);
+  std::ostringstream csv, decisions;
+  tr::write_timeline_csv(run.timeline, csv);
+  write_file(dir / "timeline.csv", csv.str());
+  tr::write_decisions_csv(policy.decisions(), decisions);
+  write_file(dir / "decisions.csv", decisions.str());
+  write_file(dir / "timeline.svg",
+             tr::render_svg(run.timeline,
+                            "tidegate-replay: " + std::filesystem::path(args.trace).filename().string() +
+                                " (policy: tidegate)",
+                            args.config.options.slo.ttft_s));
+}
+
+// Static, optimum, HPA, KPA and Tidegate with and without a warm pool, cheapest first.
+void run_baselines(const tr::CliArgs& args, const tr::Trace& trace, const tr::ReplayOptions& options,
+                   const tr::StaticSearchResult& fixed, const std::optional<tr::OptimumResult>& optimum,
+                   unsigned threads, boost::json::object& summary) {
+  const auto& cfg = args.config;
+  std::vector<tr::ReplaySummary> rows;
+  rows.push_back(fixed.summary);
+  rows.back().policy =
+      "static (cheapest N=" + std::to_string(fixed.replicas) + ")" + (fixed.found ? "" : " none meets");
+  if (optimum) {
+    rows.push_back(optimum->summary);
+    if (!optimum->found) rows.back().policy = "optimum (none found)";
+  }
+  for (const auto& r : tr::run_all(trace, tr::comparison_policies(cfg), options, threads)) rows.push_back(r.summary);
+  for (auto& r : rows) tr::annotate(r, &fixed.summary, optimum ? &optimum->summary : nullptr);
+  const auto table = tr::comparison_table(rows, cfg.options.slo);
+  std::printf("\nCost against SLO (TTFT <= %.0f ms for >= %.1f%% of requests):\n%s", cfg.options.slo.ttft_s * 1000,
+              cfg.options.slo.attainment * 100, table.c_str());
+  if (!fixed.found) {
+    double best = 0;
+    for (const auto& s : fixed.tried) best = std::max(best, s.ttft_slo_attainment);
+    std::printf("No static fleet up to %d replicas meets the SLO; the best reaches %.3f%%.\n",
+                cfg.options.replicas_max, best * 100);
+  }
+  boost::json::array arr;
+  for (const auto& r : rows) {
+    auto j = tr::summary_json(r, cfg.options);
+    if (r.policy.rfind("optimum", 0) == 0) j["policy"] = "optimum";
+    arr.push_back(std::move(j));
+  }
+  summary["baselines"] = std::move(arr);
+  if (!args.out_dir.empty()) write_file(std::filesystem::path(args.out_dir) / "baselines.txt", table);
+}
+
+void run_tuner(const tr::CliArgs& args, const tr::Trace& trace, int initial, unsigned threads, bool show_progress,
+               boost::json::object& summary) {
+  auto tune_cfg = args.config;
+  tune_cfg.options.initial_active = initial;
+  const auto tuned = tr::tune(trace, tune_cfg, args.grid, threads, [&](std::size_t n, std::size_t total) {
+    if (show_progress) progress_bar(static_cast<double>(n), static_cast<double>(total));
+  });
+  std::vector<tr::ReplaySummary> rows;
+  for (const auto& p : tuned.frontier) {
+    rows.push_back(p.summary);
+    rows.back().policy = tr::describe(p.config) + (p.robust ? "" : " *");
+  }
+  const auto& slo = args.config.options.slo;
+  std::printf("\nTuner: %zu settings on the first %.0f s of the trace; Pareto frontier there (GPU-hours vs TTFT "
+              "attainment; * = misses the SLO on one of its halves):\n%s",
+              tuned.all.size(), tuned.tune_until_s, tr::comparison_table(rows, slo).c_str());
+  if (tuned.cheapest_meeting_slo < 0) {
+    std::printf("\nNo setting in the grid meets the SLO on the tuning part and on both its halves.\n");
+    return;
+  }
+  const auto& best = tuned.all[static_cast<std::size_t>(tuned.cheapest_meeting_slo)];
+  std::printf("\nCheapest setting meeting the SLO there (%.3f GPU-h = %.3fx that part's cheapest static fleet):\n%s",
+              best.summary.gpu_hours, best.summary.gpu_hours_vs_static, tr::policy_yaml(best.config).c_str());
+  summary["tuned_best"] = tr::summary_json(best.summary, args.config.options);
+  if (tuned.held_back) {
+    std::vector<tr::ReplaySummary> held{*tuned.held_back, *tuned.held_back_default, *tuned.held_back_static};
+    held.back().policy = "static (that part's cheapest)";
+    std::printf("\nHeld-back part (the last %.0f s, never seen by the tuner):\n%s",
+                trace.duration_s() - tuned.tune_until_s, tr::comparison_table(held, slo).c_str());
+    std::printf("The tuned setting %s the SLO on the held-back part.\n",
+                tuned.held_back->meets_slo(slo) ? "meets" : "MISSES");
+    summary["tuned_held_back"] = tr::summary_json(*tuned.held_back, args.config.options);
+    summary["default_held_back"] = tr::summary_json(*tuned.held_back_default, args.config.options);
+  }
 }
 
 int run(const tr::CliArgs& args) {
@@ -80,91 +178,43 @@ int run(const tr::CliArgs& args) {
   po.load_factor = args.load_factor;
   const auto trace = tr::make_variant(tr::parse_trace_file(args.trace, po), tr::parse_variant(args.variant));
   report_trace(trace, args);
-  if (args.variant != "none")
-    std::fprintf(stderr, "variant %s: %zu requests over %.1f s\n", tr::describe(tr::parse_variant(args.variant)).c_str(),
-                 trace.requests.size(), trace.duration_s());
+  warn_about(cfg.options, trace);
 
   auto options = cfg.options;
-  std::optional<tr::StaticSearchResult> fixed;
-  if (options.initial_active == 0 || args.baselines) fixed = tr::cheapest_static(trace, cfg.options);
-  if (options.initial_active == 0) options.initial_active = fixed->replicas;
+  const tr::StaticSearchResult fixed = tr::cheapest_static(trace, cfg.options);
+  if (options.initial_active == 0) options.initial_active = fixed.replicas;
+  std::optional<tr::OptimumResult> optimum;
+  if (args.baselines && args.optimum) optimum = tr::offline_optimum(trace, options);
+
   const auto wall0 = std::chrono::steady_clock::now();
   const bool show_progress = args.progress == tr::ProgressMode::kOn ||
                              (args.progress == tr::ProgressMode::kAuto && isatty(STDERR_FILENO) &&
                               trace.duration_s() > 600);
   if (show_progress) options.progress = progress_bar;
-  tr::TidegatePolicy policy(cfg.tidegate, "tidegate");
-  const auto main_run = tr::run_replay(trace, policy, options);
+  auto main_cfg = cfg.tidegate;
+  main_cfg.record_decisions = !args.out_dir.empty();
+  tr::TidegatePolicy policy(main_cfg, "tidegate");
+  auto main_run = tr::run_replay(trace, policy, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  tr::annotate(main_run.summary, &fixed.summary, optimum ? &optimum->summary : nullptr);
   auto summary = tr::summary_json(main_run.summary, cfg.options);
   summary["trace"] = args.trace;
+  summary["variant"] = tr::describe(tr::parse_variant(args.variant));
   summary["replay_wall_s"] = std::round(wall * 1000) / 1000;
   summary["initial_replicas"] = options.initial_active;
-
-  if (!args.out_dir.empty()) {
-    std::filesystem::create_directories(args.out_dir);
-    const std::filesystem::path dir(args.out_dir);
-    std::ostringstream csv;
-    tr::write_timeline_csv(main_run.timeline, csv);
-    write_file(dir / "timeline.csv", csv.str());
-    write_file(dir / "timeline.svg",
-               tr::render_svg(main_run.timeline,
-                              "tidegate-replay: " + std::filesystem::path(args.trace).filename().string() +
-                                  " (policy: tidegate)",
-                              cfg.options.slo.ttft_s));
-  }
+  if (!args.out_dir.empty()) write_outputs(args, main_run, policy);
   if (!args.json) {
-    std::printf("policy tidegate: %.3f GPU-h, $%.2f, TTFT attainment %.3f%% (SLO %.0f ms), p50 %.0f ms, p99 %.0f ms, "
-                "mean %.2f / max %d replicas, %zu scale events (replayed in %.2f s)\n",
-                main_run.summary.gpu_hours, main_run.summary.cost_usd, main_run.summary.ttft_slo_attainment * 100,
-                cfg.options.slo.ttft_s * 1000, main_run.summary.ttft_p50_s * 1000,
-                main_run.summary.ttft_p99_s * 1000, main_run.summary.mean_replicas, main_run.summary.max_replicas,
-                main_run.summary.scale_events, wall);
+    const auto& s = main_run.summary;
+    std::printf("policy tidegate: %.3f GPU-h (%.3fx static), $%.2f, TTFT attainment %.3f%% (SLO %.0f ms), p50 %.0f ms, "
+                "p99 %.0f ms, mean %.2f / max %d replicas, %zu scale events (replayed in %.2f s)\n",
+                s.gpu_hours, s.gpu_hours_vs_static, s.cost_usd, s.ttft_slo_attainment * 100,
+                cfg.options.slo.ttft_s * 1000, s.ttft_p50_s * 1000, s.ttft_p99_s * 1000, s.mean_replicas,
+                s.max_replicas, s.scale_events, wall);
   }
 
   const unsigned threads = args.threads ? args.threads : std::max(1u, std::thread::hardware_concurrency());
-  if (args.baselines) {
-    const auto& stat = *fixed;
-    std::vector<tr::ReplaySummary> rows;
-    rows.push_back(stat.summary);
-    rows.back().policy = "static (cheapest N=" + std::to_string(stat.replicas) + ")" + (stat.found ? "" : " none meets");
-    for (const auto& r : tr::run_all(trace, tr::comparison_policies(cfg), options, threads))
-      rows.push_back(r.summary);
-    const auto table = tr::comparison_table(rows, cfg.options.slo);
-    std::printf("\nCost against SLO (TTFT <= %.0f ms for >= %.1f%% of requests):\n%s", cfg.options.slo.ttft_s * 1000,
-                cfg.options.slo.attainment * 100, table.c_str());
-    boost::json::array arr;
-    for (const auto& r : rows) arr.push_back(tr::summary_json(r, cfg.options));
-    summary["baselines"] = std::move(arr);
-    if (!args.out_dir.empty()) write_file(std::filesystem::path(args.out_dir) / "baselines.txt", table);
-  }
-  if (args.tune) {
-    auto tune_cfg = cfg;
-    tune_cfg.options.initial_active = options.initial_active;
-    auto tuned = tr::tune(trace, tune_cfg, args.grid, threads, [&](std::size_t n, std::size_t total) {
-      if (show_progress) progress_bar(static_cast<double>(n), static_cast<double>(total));
-    });
-    std::vector<tr::ReplaySummary> rows;
-    for (std::size_t i = 0; i < tuned.frontier.size(); ++i) {
-      const auto& p = tuned.frontier[i];
-      rows.push_back(p.summary);
-      char name[96];
-      std::snprintf(name, sizeof name, "c=%g w=%gs sd=%gs warm=%d", *p.config.policy.targets.concurrency_per_replica,
-                    p.config.policy.stable_window_s, p.config.policy.scale_down_stabilization_s,
-                    p.config.warm_pool_size);
-      rows.back().policy = name;
-    }
-    std::printf("\nTuner: %zu settings, Pareto frontier (GPU-hours vs TTFT attainment):\n%s", tuned.all.size(),
-                tr::comparison_table(rows, cfg.options.slo).c_str());
-    if (tuned.cheapest_meeting_slo >= 0) {
-      const auto& best = tuned.frontier[static_cast<std::size_t>(tuned.cheapest_meeting_slo)];
-      std::printf("\nCheapest setting meeting the SLO (%.3f GPU-h):\n%s", best.summary.gpu_hours,
-                  tr::policy_yaml(best.config).c_str());
-      summary["tuned_best"] = tr::summary_json(best.summary, cfg.options);
-    } else {
-      std::printf("\nNo setting in the grid meets the SLO.\n");
-    }
-  }
+  if (args.baselines) run_baselines(args, trace, options, fixed, optimum, threads, summary);
+  if (args.tune) run_tuner(args, trace, options.initial_active, threads, show_progress, summary);
   if (args.json) std::printf("%s\n", boost::json::serialize(summary).c_str());
   return 0;
 }

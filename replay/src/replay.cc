@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "fleet.h"
+#include "tidegate/scaler/policy.h"
 #include "virtual_pool.h"
 
 namespace tidegate::replay {
@@ -64,6 +65,7 @@ class Run {
       fleet_.complete_transitions(t);
       while (next_arrival_ < trace_.requests.size() && trace_.requests[next_arrival_].arrival_s <= t) {
         period_prompt_tokens_ += trace_.requests[next_arrival_].prompt_tokens;
+        period_sizes_[scaler::PromptSizes::bucket_of(static_cast<double>(trace_.requests[next_arrival_].prompt_tokens))] += 1;
         queued_tokens_ += trace_.requests[next_arrival_].prompt_tokens;
         queue_.push_back(next_arrival_++);
         ++period_arrivals_;
@@ -197,6 +199,7 @@ class Run {
     last_prefix_ = prefix;
     o.queued_prompt_tokens = queued_tokens_;
     o.arrival_prompt_tokens = period_prompt_tokens_;
+    o.arrival_prompt_sizes = period_sizes_;
     o.first_tokens = period_ttfts_.size();
     o.first_tokens_in_slo = period_in_slo_;
     o.cold_start_s = opt_.profile.cold_start_s;
@@ -210,6 +213,7 @@ class Run {
     period_ttfts_.clear();
     period_arrivals_ = 0;
     period_prompt_tokens_ = 0;
+    period_sizes_.fill(0);
     period_in_slo_ = 0;
     return o;
   }
@@ -302,6 +306,7 @@ class Run {
   std::vector<double> period_waits_, period_ttfts_, bucket_ttfts_;
   std::size_t period_arrivals_ = 0, bucket_arrivals_ = 0;
   std::int64_t period_prompt_tokens_ = 0, queued_tokens_ = 0;
+  std::array<double, 24> period_sizes_{};
   std::size_t period_in_slo_ = 0;
   sim::PrefixCacheStats last_prefix_{};
   double bucket_start_ = 0;

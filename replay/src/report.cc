@@ -95,6 +95,9 @@ boost::json::object summary_json(const ReplaySummary& s, const ReplayOptions& o)
   j["scale_events"] = s.scale_events;
   j["prefix_cache_hit_ratio"] =
       s.prefix_query_tokens > 0 ? round_to(static_cast<double>(s.prefix_hit_tokens) / s.prefix_query_tokens, 1e-4) : 0.0;
+  auto ratio = [](double v) { return v > 0 ? boost::json::value(round_to(v, 1e-4)) : boost::json::value(nullptr); };
+  j["gpu_hours_vs_static"] = ratio(s.gpu_hours_vs_static);
+  j["gpu_hours_vs_optimum"] = ratio(s.gpu_hours_vs_optimum);
   j["meets_slo"] = s.meets_slo(o.slo);
   j["slo"] = {{"ttft_ms", o.slo.ttft_s * 1000}, {"e2e_ms", o.slo.e2e_s * 1000}, {"attainment", o.slo.attainment}};
   return j;
@@ -105,6 +108,21 @@ void write_timeline_csv(const std::vector<TimelineRow>& rows, std::ostream& out)
   for (const auto& r : rows)
     out << num(r.t, 1) << ',' << r.arrivals << ',' << r.active << ',' << r.starting << ',' << r.warm << ','
         << r.draining << ',' << r.queue_depth << ',' << r.in_flight << ',' << num(r.ttft_p99_s * 1000, 1) << '\n';
+}
+
+void write_decisions_csv(const std::vector<scaler::Decision>& decisions, std::ostream& out) {
+  out << "t_s,active,starting,desired,tiers,direction,reason_code,demand,burst_margin,headroom,attainment,reason\n";
+  for (const auto& d : decisions) {
+    int tiers = 0;
+    for (int n : d.desired_tiers) tiers += n;
+    std::string reason = d.reason;
+    for (auto& ch : reason)
+      if (ch == '"') ch = '\'';
+    out << num(d.t, 0) << ',' << d.active << ',' << d.starting << ',' << d.desired << ',' << tiers << ','
+        << scaler::to_string(d.direction) << ',' << d.reason_code << ',' << num(d.work ? d.work->demand : 0, 3) << ','
+        << num(d.work ? d.work->burst_margin : 0, 3) << ',' << num(d.work ? d.work->headroom : 1, 2) << ','
+        << (d.work && d.work->attainment ? num(*d.work->attainment, 5) : std::string()) << ",\"" << reason << "\"\n";
+  }
 }
 
 std::string render_svg(const std::vector<TimelineRow>& rows, const std::string& title, double slo_ttft_s) {
@@ -177,14 +195,21 @@ std::string comparison_table(const std::vector<ReplaySummary>& rows, const Slo& 
   });
   std::ostringstream o;
   char line[256];
-  std::snprintf(line, sizeof line, "%-26s %9s %9s %9s %9s %10s %9s %6s %5s %5s\n", "policy", "GPU-h", "cost $",
-                "TTFT att", "E2E att", "TTFT p99", "mean rep", "max", "evts", "SLO");
+  auto ratio = [](double v) {
+    char buf[16];
+    if (v > 0) std::snprintf(buf, sizeof buf, "%.3f", v);
+    else std::snprintf(buf, sizeof buf, "-");
+    return std::string(buf);
+  };
+  std::snprintf(line, sizeof line, "%-30s %9s %8s %8s %9s %9s %10s %9s %6s %5s %5s\n", "policy", "GPU-h", "/static",
+                "/optimum", "TTFT att", "E2E att", "TTFT p99", "mean rep", "max", "evts", "SLO");
   o << line;
   for (const auto* r : order) {
-    std::snprintf(line, sizeof line, "%-26s %9.3f %9.2f %8.3f%% %8.3f%% %8.0fms %9.2f %6d %5zu %5s\n",
-                  r->policy.c_str(), r->gpu_hours, r->cost_usd, r->ttft_slo_attainment * 100,
-                  r->e2e_slo_attainment * 100, r->ttft_p99_s * 1000, r->mean_replicas, r->max_replicas,
-                  r->scale_events, r->meets_slo(slo) ? "yes" : "no");
+    std::snprintf(line, sizeof line, "%-30s %9.3f %8s %8s %8.3f%% %8.3f%% %8.0fms %9.2f %6d %5zu %5s\n",
+                  r->policy.c_str(), r->gpu_hours, ratio(r->gpu_hours_vs_static).c_str(),
+                  ratio(r->gpu_hours_vs_optimum).c_str(), r->ttft_slo_attainment * 100, r->e2e_slo_attainment * 100,
+                  r->ttft_p99_s * 1000, r->mean_replicas, r->max_replicas, r->scale_events,
+                  r->meets_slo(slo) ? "yes" : "no");
     o << line;
   }
   return o.str();

@@ -22,6 +22,7 @@ scaler::PolicyInput to_policy_input(const ClusterObservation& obs) {
   // The work signals the gateway and the engines' counters give the live scaler.
   s.arrivals = static_cast<double>(obs.arrivals);
   s.arrival_prompt_tokens = static_cast<double>(obs.arrival_prompt_tokens);
+  s.arrival_prompt_sizes = obs.arrival_prompt_sizes;
   if (obs.prefix_queried) s.prefix_hit_ratio = obs.prefix_hit_ratio;
   s.prefill_backlog_tokens = static_cast<double>(obs.queued_prompt_tokens + obs.engine_backlog_tokens);
   s.kv_used_tokens = static_cast<double>(obs.kv_used_tokens);
@@ -54,12 +55,14 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
     in.warm = c.warm;
   }
   last_ = scaler::decide(cfg_.policy, state_, in);
+  if (cfg_.record_decisions) log_.push_back(last_);
   if (!apply) return;
   controller_->step(obs.t, last_.desired);
 }
 
 ScaleTarget TidegatePolicy::decide(const ClusterObservation& obs) {
   last_ = scaler::decide(cfg_.policy, state_, to_policy_input(obs));
+  if (cfg_.record_decisions) log_.push_back(last_);
   return {last_.desired, cfg_.warm_pool_size};
 }
 

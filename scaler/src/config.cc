@@ -79,6 +79,7 @@ void require_map(const YAML::Node& node, const std::string& path) {
 // The work model's keys of a `policy:` mapping.
 void parse_work_model(const YAML::Node& n, const std::string& path, PolicyConfig& c) {
   c.work_model = yaml_bool(n, "work_model", path, c.work_model);
+  c.headroom = yaml_double(n, "headroom", path, c.headroom, 0.1, 10.0);
   if (const auto cap = n["capacity"]) {
     const auto cp = path_join(path, "capacity");
     require_map(cap, cp);
@@ -144,7 +145,7 @@ PolicyConfig parse_policy(const YAML::Node& n, const std::string& path) {
   yaml_reject_unknown(n, path,
                       {"min_replicas", "max_replicas", "scale_to_zero", "targets", "stable_window", "panic_window",
                        "panic_threshold", "scale_down_stabilization", "tolerance", "scale_up", "scale_down", "schedule",
-                       "work_model", "capacity", "slo", "cold_start", "demand_window", "demand_short_window",
+                       "work_model", "headroom", "capacity", "slo", "cold_start", "demand_window", "demand_short_window",
                        "burst_memory", "noise_z", "learn", "predictive", "slo_loop", "tiers"});
   PolicyConfig c;
   c.min_replicas = static_cast<int>(yaml_int(n, "min_replicas", path, 1, 0, 10000));

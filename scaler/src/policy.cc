@@ -57,6 +57,7 @@ void validate(const PolicyConfig& c) {
     fail("targets", "at least one signal target is required when work_model is off");
   for (const auto& s : c.schedule)
     if (s.min_replicas > c.max_replicas) fail("schedule.min_replicas", "must be <= max_replicas");
+  if (!(c.headroom >= 0.1) || c.headroom > 10) fail("headroom", "must be in [0.1, 10]");
   const auto& cap = c.capacity;
   if (!(cap.prefill_tokens_per_s > 0) || cap.prefill_tokens_per_s > 1e9)
     fail("capacity.prefill_tokens_per_s", "must be in (0, 1e9]");

@@ -12,10 +12,11 @@ double sum_tail(double mu, double s) {
   return (mu * std::exp(-s) - std::exp(-mu * s)) / (mu - 1.0);
 }
 
-double misses_from(double b, int c, double a, double s) {
+double misses_from(double b, int c, double a, double s, double cv2) {
   const double cd = static_cast<double>(c);
   const double wait = cd * b / (cd - a * (1 - b));  // Erlang C from Erlang B
-  return std::clamp(wait, 0.0, 1.0) * (sum_tail(cd - a, s) - std::exp(-s));
+  const double rate = (cd - a) * 2 / (1 + std::max(0.0, cv2));
+  return std::clamp(wait, 0.0, 1.0) * (sum_tail(rate, s) - std::exp(-s));
 }
 
 }  // namespace
@@ -28,22 +29,22 @@ double erlang_c(int c, double a) {
   return std::clamp(c * b / (c - a * (1 - b)), 0.0, 1.0);
 }
 
-double queueing_misses(int c, double a, double s) {
+double queueing_misses(int c, double a, double s, double cv2) {
   if (a <= 0) return 0;
   if (c <= a) return 1;
   double b = 1;
   for (int k = 1; k <= c; ++k) b = a * b / (k + a * b);
-  return misses_from(b, c, a, s);
+  return misses_from(b, c, a, s, cv2);
 }
 
-int servers_for(double a, double s, double eps, int max_c) {
+int servers_for(double a, double s, double eps, int max_c, double cv2) {
   if (!(a > 0)) return 0;
   const int start = std::max(1, static_cast<int>(std::floor(a)) + 1);
   if (start >= max_c) return max_c;
   double b = 1;
   for (int k = 1; k <= start; ++k) b = a * b / (k + a * b);
   for (int c = start;; ++c) {
-    if (c >= max_c || misses_from(b, c, a, s) <= eps) return std::min(c, max_c);
+    if (c >= max_c || misses_from(b, c, a, s, cv2) <= eps) return std::min(c, max_c);
     b = a * b / (c + 1 + a * b);
   }
 }

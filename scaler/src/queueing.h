@@ -11,10 +11,12 @@ namespace tidegate::scaler::queueing {
 double erlang_c(int c, double a);
 
 // Share of requests whose wait + own service exceeds s (in units of the mean service time)
-// that would not exceed it without the wait: what queueing adds to the misses.
-double queueing_misses(int c, double a, double s);
+// that would not exceed it without the wait: what queueing adds to the misses. `cv2` is the
+// service time's squared coefficient of variation: M/G/c waits are about (1 + cv2) / 2 times
+// the M/M/c ones (the Allen-Cunneen approximation), so the wait's decay slows by that factor.
+double queueing_misses(int c, double a, double s, double cv2 = 1);
 
-// Smallest c > a such that queueing_misses(c, a, s) <= eps, at most max_c. 0 when a <= 0.
-int servers_for(double a, double s, double eps, int max_c);
+// Smallest c > a such that queueing_misses(c, a, s, cv2) <= eps, at most max_c. 0 when a <= 0.
+int servers_for(double a, double s, double eps, int max_c, double cv2 = 1);
 
 }  // namespace tidegate::scaler::queueing

@@ -12,6 +12,9 @@ namespace {
 
 constexpr double kBucketS = 5;         // resolution of the demand history
 constexpr double kMinTtftSamples = 20; // fewer first tokens in the window: no attainment yet
+constexpr double kSizeMemoryS = 900;   // time constant of the prompt-size moments
+constexpr double kDemandPrecision = 0.1;  // relative standard error the long window aims for
+constexpr double kMaxDemandWindowS = 600; // ... but it never averages over more than this
 
 struct Window {
   double span = 0, arrivals = 0, tokens = 0;
@@ -28,18 +31,20 @@ Window window(const std::deque<PolicyState::WorkSample>& work, double since) {
   return w;
 }
 
-void record_history(const PolicyConfig& cfg, PolicyState& st, double t, double load, double cold_start_s) {
+void record_history(const PolicyConfig& cfg, PolicyState& st, double t, double load, double noise,
+                    double cold_start_s) {
   if (st.bucket_start < 0) st.bucket_start = t;
   if (t - st.bucket_start >= kBucketS && st.bucket_n > 0) {
-    st.history.emplace_back(st.bucket_start, st.bucket_sum / st.bucket_n);
+    st.history.push_back({st.bucket_start, st.bucket_sum / st.bucket_n, std::sqrt(st.bucket_var / st.bucket_n)});
     st.bucket_start = t;
-    st.bucket_sum = 0;
+    st.bucket_sum = st.bucket_var = 0;
     st.bucket_n = 0;
   }
   st.bucket_sum += load;
+  st.bucket_var += noise * noise;
   ++st.bucket_n;
   const double keep = std::max(cfg.burst_memory_s, cfg.predictive_period_s + cold_start_s + cfg.slo.ttft_s + kBucketS);
-  while (!st.history.empty() && st.history.front().first < t - keep) st.history.pop_front();
+  while (!st.history.empty() && st.history.front().t < t - keep) st.history.pop_front();
 }
 
 std::string num(double v, int decimals = 2) {
@@ -48,22 +53,87 @@ std::string num(double v, int decimals = 2) {
   return buf;
 }
 
+// The median remembered load.
+double median_load(const std::deque<PolicyState::LoadSample>& series) {
+  if (series.empty()) return 0;
+  std::vector<double> v;
+  v.reserve(series.size());
+  for (const auto& s : series) v.push_back(s.load);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs of the history above `level`: the longest finished one, and how long the current one
+// (if the last sample is above) has lasted.
+struct Episodes {
+  double longest_done = 0;
+  double current_age = -1;
+};
+Episodes episodes(const std::deque<PolicyState::LoadSample>& series, double level) {
+  Episodes e;
+  double start = -1;
+  for (const auto& s : series) {
+    if (s.load > level) {
+      if (start < 0) start = s.t;
+    } else if (start >= 0) {
+      e.longest_done = std::max(e.longest_done, s.t - start);
+      start = -1;
+    }
+  }
+  if (start >= 0 && !series.empty()) e.current_age = series.back().t - start;
+  return e;
+}
+
+// Prefill seconds of a request of P prompt tokens, h of them cached: its uncached tokens at
+// the prefill rate, each dearer by the context it attends to (the cached prefix plus half its
+// own part), on the share of a saturated replica's time that prefill gets:
+//   s(P) = k1 P + k2 P^2,  k1 = (1 - h) / (C (1 - overhead)),  k2 = k1 (1 + h) / (2 A).
+// The mean at the recent mean prompt `m1`; the spread (cv2) from the long-run size buckets,
+// scaled so that their mean is m1. Without buckets: exponential sizes (cv2 = 1, E[P^2] = 2 m1^2).
+struct Service {
+  double mean = 0, cv2 = 1;
+};
+Service prefill_service(const ReplicaCapacity& cap, double h, double m1, const std::array<double, 24>& sizes) {
+  Service out;
+  if (!(m1 > 0)) return out;
+  const double k1 = (1 - h) / (cap.prefill_tokens_per_s * (1 - cap.overhead));
+  const double k2 = cap.attention_context_tokens > 0 ? k1 * (1 + h) / (2 * cap.attention_context_tokens) : 0;
+  double n = 0, sum = 0;
+  for (int b = 0; b < PromptSizes::kBuckets; ++b) n += sizes[b], sum += sizes[b] * PromptSizes::size_of(b);
+  if (!(n > 0) || !(sum > 0)) {
+    out.mean = k1 * m1 + k2 * 2 * m1 * m1;
+    return out;
+  }
+  const double scale = m1 / (sum / n);
+  double s1 = 0, s2 = 0;
+  for (int b = 0; b < PromptSizes::kBuckets; ++b) {
+    const double size = PromptSizes::size_of(b) * scale, service = k1 * size + k2 * size * size;
+    s1 += sizes[b] * service;
+    s2 += sizes[b] * service * service;
+  }
+  out.mean = s1 / n;
+  out.cv2 = std::clamp((s2 / n) / (out.mean * out.mean) - 1, 0.0, 50.0);
+  return out;
+}
+
 }  // namespace
 
-double largest_swing(const std::deque<std::pair<double, double>>& samples, double horizon_s) {
-  // Sliding-window max and min with monotone deques: O(n).
-  std::deque<std::size_t> hi, lo;
+double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z) {
+  // Sliding-window max of (load - z noise) and min of (load + z noise), monotone deques: O(n).
+  auto hi = [&](std::size_t i) { return samples[i].load - z * samples[i].noise; };
+  auto lo = [&](std::size_t i) { return samples[i].load + z * samples[i].noise; };
+  std::deque<std::size_t> top, bottom;
   double best = 0;
   std::size_t start = 0;
   for (std::size_t i = 0; i < samples.size(); ++i) {
-    while (samples[i].first - samples[start].first > horizon_s) ++start;
-    while (!hi.empty() && samples[hi.back()].second <= samples[i].second) hi.pop_back();
-    while (!lo.empty() && samples[lo.back()].second >= samples[i].second) lo.pop_back();
-    hi.push_back(i);
-    lo.push_back(i);
-    while (hi.front() < start) hi.pop_front();
-    while (lo.front() < start) lo.pop_front();
-    best = std::max(best, samples[hi.front()].second - samples[lo.front()].second);
+    while (samples[i].t - samples[start].t > horizon_s) ++start;
+    while (!top.empty() && hi(top.back()) <= hi(i)) top.pop_back();
+    while (!bottom.empty() && lo(bottom.back()) >= lo(i)) bottom.pop_back();
+    top.push_back(i);
+    bottom.push_back(i);
+    while (top.front() < start) top.pop_front();
+    while (bottom.front() < start) bottom.pop_front();
+    best = std::max(best, hi(top.front()) - lo(bottom.front()));
   }
   return best;
 }
@@ -92,12 +162,18 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const Signals& s = in.signals;
   const double dt = st.prev_t >= 0 ? std::max(0.0, in.t - st.prev_t) : 1.0;
   if (s.arrivals && s.arrival_prompt_tokens) {
-    st.work.push_back({in.t, dt, std::max(0.0, *s.arrivals), std::max(0.0, *s.arrival_prompt_tokens), s.prefix_hit_ratio});
+    st.work.push_back({in.t, dt, std::max(0.0, *s.arrivals), std::max(0.0, *s.arrival_prompt_tokens),
+                       s.prefix_hit_ratio});
     st.last_work_t = in.t;
+    if (s.arrival_prompt_sizes) {
+      const double keep = std::exp(-dt / kSizeMemoryS);
+      for (int b = 0; b < PromptSizes::kBuckets; ++b)
+        st.prompt_sizes[b] = st.prompt_sizes[b] * keep + std::max(0.0, (*s.arrival_prompt_sizes)[b]);
+    }
   }
   if (s.ttft_total && *s.ttft_total > 0)
     st.ttft.push_back({in.t, {std::clamp(s.ttft_met.value_or(0), 0.0, *s.ttft_total), *s.ttft_total}});
-  const double keep = std::max(cfg.demand_window_s, cfg.demand_short_window_s);
+  const double keep = std::max(kMaxDemandWindowS, cfg.demand_window_s);
   while (!st.work.empty() && st.work.front().t <= in.t - keep) st.work.pop_front();
   while (!st.ttft.empty() && st.ttft.front().first <= in.t - cfg.slo.window_s) st.ttft.pop_front();
 
@@ -113,28 +189,42 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
 
   // ---- demand now ----------------------------------------------------------------------
-  const Window wl = window(st.work, in.t - cfg.demand_window_s);
-  const Window ws = window(st.work, in.t - cfg.demand_short_window_s);
   double hit_sum = 0;
   int hit_n = 0;
   for (const auto& w : st.work)
     if (w.hit_ratio) hit_sum += *w.hit_ratio, ++hit_n;
   if (hit_n) st.hit_ratio = std::clamp(hit_sum / hit_n, 0.0, 0.99);
-  if (wl.arrivals > 0) st.mean_prompt = wl.tokens / wl.arrivals;
   const auto& cap = cfg.capacity;
-  const double h = st.hit_ratio, p = st.mean_prompt;
-  // Mean prefill seconds of a request: its uncached tokens at the prefill rate, each dearer by
-  // the context it attends to (the cached prefix plus half its own part, with E[P^2] ~ 2 E[P]^2),
-  // on the share of a saturated replica's time that prefill gets.
-  const double attention = cap.attention_context_tokens > 0 ? (1 + h) * p / cap.attention_context_tokens : 0;
-  const double x = p > 0 ? (1 - h) * p / cap.prefill_tokens_per_s * (1 + attention) / (1 - cap.overhead) : 0;
+  const double h = st.hit_ratio;
+  // The long window holds at least enough requests to know the load within kDemandPrecision
+  // (relative standard error sqrt((1 + cv2) / n) for a compound Poisson sum of service times):
+  // heavy-tailed prompt sizes need more of them, so a slow long-context stream is averaged
+  // over minutes rather than over a few huge prompts.
+  const double cv2_before = prefill_service(cap, h, st.mean_prompt, st.prompt_sizes).cv2;
+  const double n_min = (1 + cv2_before) / (kDemandPrecision * kDemandPrecision);
+  double long_s = cfg.demand_window_s;
+  Window wl = window(st.work, in.t - long_s);
+  while (wl.arrivals < n_min && long_s < kMaxDemandWindowS && wl.span >= long_s - 1) {
+    long_s = std::min(kMaxDemandWindowS, long_s * 1.5);
+    wl = window(st.work, in.t - long_s);
+  }
+  const Window ws = window(st.work, in.t - cfg.demand_short_window_s);
+  if (wl.arrivals > 0) st.mean_prompt = wl.tokens / wl.arrivals;
+  const double p = st.mean_prompt;
+  // The mean from the recent window (demand now); the spread from the long-run size mix.
+  const auto service = prefill_service(cap, h, p, st.prompt_sizes);
+  const double x = service.mean;
   const double lam_l = wl.span > 0 ? wl.arrivals / wl.span : 0;
   const double lam_s = ws.span > 0 ? ws.arrivals / ws.span : 0;
-  // The short window counts only when it is above the long one by more than its own noise
-  // (prompt sizes and Poisson arrivals: relative standard error ~ sqrt(2 / n)).
-  const double short_noise = ws.arrivals > 0 ? std::sqrt(2.0 / ws.arrivals) : 1.0;
-  const double d_now = std::max(lam_l * x, lam_s * x * std::max(0.0, 1 - cfg.noise_z * short_noise));
-  record_history(cfg, st, in.t, d_now, cold_start_s);
+  // The short window counts only when it is above the long one by more than its own noise.
+  const double short_noise = ws.arrivals > 0 ? std::sqrt((1 + service.cv2) / ws.arrivals) : 1.0;
+  const double d_now =
+      cfg.headroom * std::max(lam_l * x, lam_s * x * std::max(0.0, 1 - cfg.noise_z * short_noise));
+  // Standard error of that load: the window's work has variance (1 + cv2) x d / span; a window
+  // not yet full (or one that saw few requests) is noisy.
+  const double noise =
+      x > 0 && wl.span > 0 ? std::sqrt((1 + service.cv2) * x * std::max(d_now, x / wl.span) / wl.span) : 0;
+  record_history(cfg, st, in.t, d_now, noise, cold_start_s);
 
   // ---- SLO loop: measured attainment over the window ------------------------------------
   double met = 0, total = 0;
@@ -145,7 +235,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const double budget = 1 - cfg.slo.attainment;
     if (*out.view.attainment < cfg.slo.attainment && budget > 0)
       headroom = std::min(cfg.max_headroom,
-                          1 + cfg.headroom_gain * std::min(4.0, (cfg.slo.attainment - *out.view.attainment) / budget));
+                          1 + cfg.headroom_gain * std::min(1.0, (cfg.slo.attainment - *out.view.attainment) / budget));
   }
   const double d = d_now * headroom;
 
@@ -156,7 +246,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   auto for_load = [&](double load) -> int {
     if (!(load > 0)) return 0;
     if (!(x > 0)) return ceil_count(load);
-    return queueing::servers_for(load, tau / x, eps, max_c);
+    return queueing::servers_for(load, tau / x, eps, max_c, service.cv2);
   };
   const int c_prefill = for_load(d);
   int base = c_prefill;
@@ -165,8 +255,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
     if (c_kv > base) base = c_kv, bound = "KV";
   }
-  if (cap.max_in_flight && *cap.max_in_flight > 0 && (s.in_flight || s.queue)) {
-    const int c_slots = ceil_count((s.in_flight.value_or(0) + s.queue.value_or(0)) / (*cap.max_in_flight * cap.in_flight_target));
+  if (cap.max_in_flight && *cap.max_in_flight > 0 && s.in_flight) {
+    // Requests hold a gateway slot for their whole generation (Little's law: rate x duration);
+    // what waits in the queue is the backlog's business, below.
+    const int c_slots = ceil_count(*s.in_flight / (*cap.max_in_flight * cap.in_flight_target));
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
@@ -177,18 +269,17 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
 
   // ---- burst memory: what a swing within a promotion or cold start would need -----------
-  double peak = d_now;
-  for (const auto& [t, v] : st.history) peak = std::max(peak, v);
   auto series = st.history;
-  series.emplace_back(in.t, d_now);
-  // Noise on the remembered load (a demand_window mean), so that Poisson jitter is no burst.
-  const double n_window = std::max(1.0, lam_l * cfg.demand_window_s);
-  const double swing_noise = cfg.noise_z * std::sqrt(2.0) * std::sqrt(2.0 / n_window) * peak;
+  series.push_back({in.t, d_now, noise});
+  double peak = d_now;  // the highest load noise does not explain
+  for (const auto& h : series) peak = std::max(peak, h.load - cfg.noise_z * h.noise);
   auto load_within = [&](double horizon) {
-    const double swing = std::max(0.0, largest_swing(series, std::max(horizon, kBucketS)) - swing_noise);
+    const double swing = largest_swing(series, std::max(horizon, kBucketS), cfg.noise_z);
     return std::min(d_now + swing, peak) * headroom;
   };
-  auto plan_at = [&](double horizon) { return base + std::max(0, for_load(load_within(horizon)) - c_prefill); };
+  // The future needs the load it may reach; what binds now (KV, slots, a backlog) is a state of
+  // the present, so the two are not added.
+  auto plan_at = [&](double horizon) { return std::max(base, for_load(load_within(horizon))); };
   // Requests can queue for tau - x: capacity that arrives within that slack is in time.
   const double slack = std::max(0.0, tau - x);
   const auto tiers = usable_tiers(cfg, cold_start_s);
@@ -220,12 +311,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     cum = std::max(cum, active + std::accumulate(out.tiers.begin(), out.tiers.end(), 0));
   };
   std::string floors;
-  if (cfg.predictive_period_s > 0 && !st.history.empty() && st.history.front().first <= in.t - cfg.predictive_period_s) {
+  if (cfg.predictive_period_s > 0 && !st.history.empty() && st.history.front().t <= in.t - cfg.predictive_period_s) {
     // What the demand was one period ago, over the lead time a cold start needs.
     const double from = in.t - cfg.predictive_period_s, to = from + cold_start_s + cfg.slo.ttft_s + kBucketS;
     double then = 0;
-    for (const auto& [t, v] : st.history)
-      if (t >= from && t <= to) then = std::max(then, v);
+    for (const auto& h : st.history)
+      if (h.t >= from && h.t <= to) then = std::max(then, h.load);
     const int c_pred = for_load(then * headroom);
     if (c_pred > active) {
       floors += "; predictive floor " + std::to_string(c_pred) + " (load " + num(then) + " one period ago)";
@@ -233,13 +324,55 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       out.reason_code = "predictive";
     }
   }
+  // What was running when the scaler started is the operator's estimate of the peak. Keep it
+  // while the history is too short to say otherwise, and for the whole burst memory when the
+  // history shows bursts (a peak over twice the typical load): the next burst may be larger
+  // than the ones seen so far, and a fleet released in a gap cannot come back within it.
   const double learn = cfg.learn_s > 0 ? cfg.learn_s : std::clamp(15 * cold_start_s, 600.0, 3600.0);
-  if (in.t - st.first_t < learn && st.initial_capacity > active) {
-    // Too little history to rule out bursts: keep what was running when the scaler started.
-    floors += "; learning: holding the starting " + std::to_string(st.initial_capacity) + " for " +
-              num(learn - (in.t - st.first_t), 0) + "s more";
+  const double age = in.t - st.first_t;
+  // Bursty: within one cold start the load has swung by more than its typical level, so a
+  // fleet sized for the usual level, with usual headroom, cannot follow it (a slow daily or
+  // hourly swing can be followed and is not bursty).
+  const bool bursty =
+      series.size() >= 12 &&
+      largest_swing(series, std::max(kBucketS, cold_start_s - slack), cfg.noise_z) > median_load(series);
+  const double prior_until = bursty ? std::max(learn, cfg.burst_memory_s) : learn;
+  if (age < prior_until && st.initial_capacity > active) {
+    floors += std::string("; ") + (age < learn ? "learning" : "bursty demand") + ": holding the starting " +
+              std::to_string(st.initial_capacity) + " for " + num(prior_until - age, 0) + "s more";
     raise_active(st.initial_capacity);
     out.reason_code = "learning";
+  }
+
+  // Under bursty demand the held plan already covers the bursts seen; going beyond it while the
+  // measured attainment meets the SLO buys nothing the users notice (the miss budget is there to
+  // absorb a burst's first seconds) and costs a cold start and a stabilisation window.
+  const int held_now = in.active + in.starting;
+  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment &&
+      *out.view.attainment >= cfg.slo.attainment) {
+    floors += "; not starting " + std::to_string(active - held_now) + ": bursty demand, the held " +
+              std::to_string(held_now) + " meet the SLO (" + num(*out.view.attainment * 100, 2) + "%)";
+    cum -= active - held_now;
+    active = held_now;
+    out.reason_code = "slo_met";
+  }
+
+  // A replica started now serves from a cold start on. Inside a burst that every burst seen
+  // so far outlasts by less than that, more replicas would arrive after it has passed: they
+  // cost a cold start and an idle stabilisation window, and help nobody.
+  const int capacity_now = in.active + in.starting;
+  if (active > capacity_now && capacity_now > 0) {
+    const double typical = median_load(series);
+    const auto ep = episodes(series, typical + (peak - typical) / 4);
+    if (ep.longest_done > 0 && ep.current_age >= 0 && ep.current_age <= ep.longest_done &&
+        ep.current_age + cold_start_s > ep.longest_done) {
+      floors += "; not starting " + std::to_string(active - capacity_now) + ": bursts seen last at most " +
+                num(ep.longest_done, 0) + "s, this one " + num(ep.current_age, 0) + "s, a start takes " +
+                num(cold_start_s, 0) + "s";
+      cum -= active - capacity_now;
+      active = capacity_now;
+      out.reason_code = "burst_ends_first";
+    }
   }
 
   out.active = active;
@@ -247,13 +380,14 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   st.last_plan = cum;
   out.view.demand = d;
   out.view.service_s = x;
+  out.view.service_cv2 = service.cv2;
   out.view.burst_margin = load_within(cold_start_s) - d;
   out.view.peak = peak;
   out.view.headroom = headroom;
   out.view.for_demand = base;
   out.view.for_plan = cum;
   out.reason = num(lam_l, 2) + " req/s x " + num(p, 0) + " prompt tokens (" + num(h * 100, 0) + "% cached), " +
-               num(x, 3) + " s prefill each = " + num(d_now, 2) + " replicas of load";
+               num(x, 3) + " s prefill each (cv2 " + num(service.cv2, 1) + ") = " + num(d_now, 2) + " replicas of load";
   if (headroom > 1)
     out.reason += " x" + num(headroom, 2) + " (TTFT attainment " + num(*out.view.attainment * 100, 2) + "% < " +
                   num(cfg.slo.attainment * 100, 1) + "%)";

@@ -25,7 +25,8 @@ WorkPlan plan_work(const PolicyConfig& config, PolicyState& state, const PolicyI
 // an active replica and than every faster tier. Indices into config.tiers.
 std::vector<std::size_t> usable_tiers(const PolicyConfig& config, double cold_start_s);
 
-// Largest max - min of the samples' values over any window of `horizon_s` (sorted by time).
-double largest_swing(const std::deque<std::pair<double, double>>& samples, double horizon_s);
+// Largest rise or fall of the load over any window of `horizon_s` that noise does not explain:
+// max over windows of (max of load - z noise) - (min of load + z noise); 0 when none.
+double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z);
 
 }  // namespace tidegate::scaler::detail

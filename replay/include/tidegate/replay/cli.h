@@ -26,6 +26,7 @@ struct CliArgs {
   std::string variant = "none";  // a burstier variant of the trace (variants.h)
   bool json = false;
   bool baselines = false;
+  bool optimum = true;  // with --baselines: also search the offline optimum
   bool tune = false;
   std::string out_dir;
   unsigned threads = 0;  // 0 = hardware concurrency

@@ -2,6 +2,7 @@
 // What every autoscaling policy sees and says in the replay. The replay is the actuator: it
 // turns a ScaleTarget into cold starts, warm promotions, drains and stops, the same way for
 // every policy, so that policies differ only in their decisions.
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +36,7 @@ struct ClusterObservation {
   // Demand.
   std::size_t arrivals = 0;     // requests that arrived during the last period
   std::int64_t arrival_prompt_tokens = 0;  // their prompt tokens
+  std::array<double, 24> arrival_prompt_sizes{};  // their sizes, scaler::PromptSizes buckets
   double ttft_p90_s = 0;        // of first tokens during the last period (0 when none)
   std::size_t first_tokens = 0;      // first tokens during the last period ...
   std::size_t first_tokens_in_slo = 0;  // ... of which within the TTFT objective

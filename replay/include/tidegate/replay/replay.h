@@ -85,6 +85,10 @@ struct ReplaySummary {
   // Prefix caching over the whole fleet: prompt tokens looked up and found (not prefilled).
   std::int64_t prefix_query_tokens = 0;
   std::int64_t prefix_hit_tokens = 0;
+  // GPU-hours as a ratio to the cheapest static fleet meeting the SLO and to the offline
+  // optimum, when those were computed (0 = unknown).
+  double gpu_hours_vs_static = 0;
+  double gpu_hours_vs_optimum = 0;
   bool meets_slo(const Slo& slo) const { return ttft_slo_attainment >= slo.attainment; }
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tidegate/replay/replay.h"
+#include "tidegate/scaler/policy.h"
 
 namespace tidegate::replay {
 
@@ -18,6 +19,9 @@ namespace tidegate::replay {
 boost::json::object summary_json(const ReplaySummary& s, const ReplayOptions& options);
 
 void write_timeline_csv(const std::vector<TimelineRow>& rows, std::ostream& out);
+
+// One row per policy decision: time, counts, reason code, the work model's view, the reason.
+void write_decisions_csv(const std::vector<scaler::Decision>& decisions, std::ostream& out);
 
 // Four panels over time: arrivals/s, replicas by state (stacked), queue depth, TTFT p99
 // against the SLO line. Self-contained SVG 1.1.

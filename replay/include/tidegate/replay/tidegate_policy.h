@@ -19,6 +19,7 @@ struct TidegatePolicyConfig {
   // true: the live lifecycle controller (scaler::PoolController) owns starts, promotions,
   // drains and the warm pool; false: the replay's own actuator does (same as the baselines).
   bool lifecycle_controller = true;
+  bool record_decisions = false;  // keep every decision (for decisions.csv)
 };
 
 class TidegatePolicy final : public ScalingPolicy {
@@ -31,12 +32,14 @@ class TidegatePolicy final : public ScalingPolicy {
   void control(const ClusterObservation& obs, bool apply, scaler::Actuator& actuator,
                scaler::RoutingTarget& routing) override;
   const scaler::Decision& last_decision() const { return last_; }
+  const std::vector<scaler::Decision>& decisions() const { return log_; }
 
  private:
   TidegatePolicyConfig cfg_;
   std::string name_;
   scaler::PolicyState state_;
   scaler::Decision last_;
+  std::vector<scaler::Decision> log_;
   std::unique_ptr<scaler::PoolController> controller_;
   const scaler::Actuator* controller_actuator_ = nullptr;  // the fleet controller_ drives
 };

@@ -13,6 +13,8 @@
 //     on concurrency, queue depth, GPU utilisation or KV usage.
 // Warm tiers (cheaper standby states with their own promotion time) are sized by the same
 // plan. Every decision carries a bounded reason code and a sentence with the numbers.
+#include <array>
+#include <cmath>
 #include <deque>
 #include <optional>
 #include <string>
@@ -48,13 +50,13 @@ struct ReplicaCapacity {
   std::optional<double> kv_tokens = 400000; // KV capacity per replica; nullopt = KV not considered
   double kv_target = 0.9;                   // occupancy at which a replica counts as full
   std::optional<double> max_in_flight;      // the gateway's per-replica cap; nullopt = not considered
-  double in_flight_target = 0.8;            // share of those slots to plan for
+  double in_flight_target = 0.9;            // share of those slots to plan for
 };
 
 struct SloTarget {
   double ttft_s = 1.0;
   double attainment = 0.99;  // share of requests whose TTFT must be within ttft_s
-  double window_s = 600;     // measured attainment is taken over this window
+  double window_s = 3600;    // measured attainment is taken over this window (SLOs are long-run)
 };
 
 // A standby state cheaper than running (e.g. an engine asleep, weights in host memory).
@@ -71,6 +73,7 @@ struct PolicyConfig {
 
   // ---- work model ----------------------------------------------------------------------
   bool work_model = true;
+  double headroom = 1.0;            // multiplies the measured demand: the operator's safety factor
   ReplicaCapacity capacity;
   SloTarget slo;
   double cold_start_s = 60;         // used when the input does not carry a measured one
@@ -81,7 +84,7 @@ struct PolicyConfig {
   double learn_s = 0;               // hold the starting capacity this long; 0 = 15 cold starts (10-60 min)
   double predictive_period_s = 0;   // > 0: a floor from the demand one period ago (daily peaks)
   double headroom_gain = 0.5;       // SLO loop: extra demand per unit of miss-budget overrun
-  double max_headroom = 3;          // ... at most this multiple of the measured demand
+  double max_headroom = 1.5;        // ... at most this multiple of the measured demand
   std::vector<WarmTier> tiers;      // standby tiers the plan may use (dominated ones are ignored)
 
   // ---- target tracking -----------------------------------------------------------------
@@ -102,6 +105,17 @@ struct PolicyConfig {
   std::vector<ScheduledMinimum> schedule;
 };
 
+// Power-of-two prompt-size buckets: bucket i holds [2^(i+3), 2^(i+4)) tokens (the first also
+// everything below, the last everything above); its representative size is 2^(i+3.5).
+struct PromptSizes {
+  static constexpr int kBuckets = 24;
+  static int bucket_of(double tokens) {
+    const int b = tokens < 16 ? 0 : static_cast<int>(std::floor(std::log2(tokens))) - 3;
+    return b < 0 ? 0 : b >= kBuckets ? kBuckets - 1 : b;
+  }
+  static double size_of(int bucket) { return std::exp2(bucket + 3.5); }
+};
+
 // Observed demand for one model pool, fleet totals. nullopt = not available this tick.
 struct Signals {
   std::optional<double> concurrency;  // total requests in flight + waiting
@@ -111,6 +125,9 @@ struct Signals {
   // Work signals, for the interval since the previous sample.
   std::optional<double> arrivals;               // requests that arrived
   std::optional<double> arrival_prompt_tokens;  // their prompt tokens (estimated at the gateway)
+  // Their prompt sizes as counts per power-of-two bucket (PromptSizes::bucket_of), for the
+  // spread of service times; what a Prometheus histogram of prompt tokens gives.
+  std::optional<std::array<double, 24>> arrival_prompt_sizes;
   std::optional<double> prefix_hit_ratio;       // engines: cached / queried prompt tokens, recent
   std::optional<double> prefill_backlog_tokens; // prompt tokens waiting (gateway queue + engines)
   std::optional<double> kv_used_tokens;         // KV held by running requests, all replicas
@@ -150,13 +167,14 @@ inline constexpr std::string_view kReasonCodes[] = {
     "target_tracking", "within_tolerance", "panic",        "from_zero",       "stabilised",
     "rate_limited",    "min_replicas",     "max_replicas", "scheduled_min",   "no_signals",
     "starting_covers", "work_demand",      "burst_memory", "slo_feedback",    "learning",
-    "predictive",      "signal_lost",
+    "predictive",      "signal_lost",     "burst_ends_first", "slo_met",
 };
 
 // What the work model saw and planned, for explanations and the admin API.
 struct WorkView {
   double demand = 0;        // offered prefill load now, in replicas (after SLO headroom)
   double service_s = 0;     // mean prefill time of a request
+  double service_cv2 = 1;   // its squared coefficient of variation (1 = exponential)
   double burst_margin = 0;  // extra load a swing within a cold start could bring, in replicas
   double peak = 0;          // highest load remembered
   double headroom = 1;      // SLO loop multiplier
@@ -195,9 +213,14 @@ struct PolicyState {
     double t = 0, dt = 0, arrivals = 0, tokens = 0;
     std::optional<double> hit_ratio;
   };
-  std::deque<WorkSample> work;                     // within demand_window_s
-  std::deque<std::pair<double, double>> history;   // (bucket start, mean load) over the memory
-  double bucket_start = -1, bucket_sum = 0;
+  std::deque<WorkSample> work;  // within demand_window_s
+  struct LoadSample {
+    double t = 0;      // bucket start
+    double load = 0;   // mean offered load, in replicas
+    double noise = 0;  // its standard error (few arrivals, or a short window, make it large)
+  };
+  std::deque<LoadSample> history;  // over the burst memory
+  double bucket_start = -1, bucket_sum = 0, bucket_var = 0;
   int bucket_n = 0;
   std::deque<std::pair<double, std::pair<double, double>>> ttft;  // (t, (met, total)) within slo.window_s
   double first_t = -1;          // first call
@@ -205,6 +228,9 @@ struct PolicyState {
   double last_work_t = -1;      // last sample with work signals
   double prev_t = -1;           // previous call
   double mean_prompt = 0;       // last known mean prompt tokens per request
+  // Prompt sizes over the long run (exponentially decayed bucket counts): their spread is a
+  // property of the workload, and one huge prompt in a minute must not move it.
+  std::array<double, 24> prompt_sizes{};
   double hit_ratio = 0;         // last known prefix-cache hit ratio
   int last_plan = 0;            // active + tiers planned by the last call with work signals
   int last_active_plan = 0;
