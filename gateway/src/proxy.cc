@@ -46,6 +46,10 @@ void Session::proxy() {
   awaiting_upstream_ = true;
   pool_ = impl_->upstreams.find(ctx_->model);
   if (!pool_) return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
+  // The scaler prices demand in prompt tokens; a quarter of the body's bytes is the estimate
+  // (English runs ~4 characters a token; JSON quoting adds a little).
+  prompt_estimate_ = std::max<std::uint64_t>(1, req_.body().size() / 4);
+  pool_->note_arrival(prompt_estimate_);
   std::weak_ptr<Session> weak = shared_from_this();
   auto ex = stream_.get_executor();
   auto pool = pool_;
@@ -59,9 +63,11 @@ void Session::proxy() {
     case ReplicaPool::Status::kGranted:
       return start_attempt(std::move(got.replica), false);
     case ReplicaPool::Status::kNoReplica:
+      pool_->note_first_token(-1);  // turned away for want of capacity: an SLO miss
       impl_->stats.local_reply("no_ready_replica");
       return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
     case ReplicaPool::Status::kQueueFull: {
+      pool_->note_first_token(-1);
       impl_->stats.local_reply("queue_full");
       auto e = error_with_status(429, "model '" + ctx_->model + "' is at capacity and its queue is full; retry later", "queue_full");
       e.retry_after_s = 1;
@@ -73,6 +79,7 @@ void Session::proxy() {
   // Queued: the grant or the timer, whichever comes first; the pool's cancel() decides.
   ticket_ = got.ticket;
   waiting_in_queue_ = true;
+  pool_->note_queued(static_cast<std::int64_t>(prompt_estimate_));
   queued_at_ = Clock::now();
   const auto& mc = *config_->find_model(ctx_->model);
   queue_timer_.emplace(stream_.get_executor());
@@ -81,6 +88,8 @@ void Session::proxy() {
     if (ec || !self->waiting_in_queue_) return;
     if (!self->pool_->cancel(self->ticket_)) return;  // a grant is already on its way
     self->waiting_in_queue_ = false;
+    self->pool_->note_queued(-static_cast<std::int64_t>(self->prompt_estimate_));
+    self->pool_->note_first_token(-1);
     self->ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - self->queued_at_).count();
     self->impl_->stats.queue_wait(self->ctx_->model, self->ctx_->timings.queue_s);
     self->impl_->stats.local_reply("queue_timeout");
@@ -99,6 +108,7 @@ void Session::on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr re
     return;
   }
   waiting_in_queue_ = false;
+  pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
   if (queue_timer_) queue_timer_->cancel();
   ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - queued_at_).count();
   impl_->stats.queue_wait(ctx_->model, ctx_->timings.queue_s);

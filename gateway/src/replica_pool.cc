@@ -1,5 +1,7 @@
 #include "replica_pool.h"
 
+#include "tidegate/scaler/policy.h"
+
 #include <algorithm>
 
 namespace tidegate::gateway {
@@ -211,7 +213,32 @@ scaler::GatewaySignals ReplicaPool::sample() const {
     s.in_flight_by_replica[r->id] = static_cast<std::size_t>(r->outstanding);
     s.replica_healthy[r->id] = r->health != ReplicaHealth::kEjected;
   }
+  s.arrivals_total = arrivals_.load(std::memory_order_relaxed);
+  s.arrival_prompt_tokens_total = arrival_tokens_.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < prompt_sizes_.size(); ++i) s.prompt_sizes_total[i] = prompt_sizes_[i].load(std::memory_order_relaxed);
+  s.queued_prompt_tokens = static_cast<std::uint64_t>(std::max<std::int64_t>(0, queued_tokens_.load(std::memory_order_relaxed)));
+  s.ttft_total = ttft_n_.load(std::memory_order_relaxed);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < ttft_in_.size(); ++i)
+    s.ttft_le_total[i] = cumulative += ttft_in_[i].load(std::memory_order_relaxed);
   return s;
+}
+
+void ReplicaPool::note_arrival(std::uint64_t tokens) {
+  arrivals_.fetch_add(1, std::memory_order_relaxed);
+  arrival_tokens_.fetch_add(tokens, std::memory_order_relaxed);
+  prompt_sizes_[static_cast<std::size_t>(scaler::PromptSizes::bucket_of(static_cast<double>(tokens)))].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+void ReplicaPool::note_queued(std::int64_t tokens) { queued_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
+
+void ReplicaPool::note_first_token(double seconds) {
+  ttft_n_.fetch_add(1, std::memory_order_relaxed);
+  if (seconds < 0) return;
+  const auto* b = std::lower_bound(scaler::kTtftBounds.begin(), scaler::kTtftBounds.end(), seconds);
+  if (b != scaler::kTtftBounds.end())
+    ttft_in_[static_cast<std::size_t>(b - scaler::kTtftBounds.begin())].fetch_add(1, std::memory_order_relaxed);
 }
 
 bool ReplicaPool::ready() const {

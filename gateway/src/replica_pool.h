@@ -2,6 +2,7 @@
 // One model's live set of replicas: balancing, per-replica concurrency caps, the admission
 // queue, health (active probes + passive ejection) and drain. Thread-safe; callbacks run
 // with the lock released, on the calling thread (callers post to their own executor).
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -73,6 +74,13 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
 
   std::vector<ReplicaPtr> replicas() const;  // snapshot, for probes
   scaler::GatewaySignals sample() const;
+
+  // Demand for the scaler's work model: lock-free counters, a few relaxed increments a request.
+  void note_arrival(std::uint64_t estimated_prompt_tokens);
+  void note_queued(std::int64_t estimated_prompt_tokens);  // + entering the queue, - leaving it
+  // A first token (stream) `seconds` after the request was read; a turned-away request is a
+  // first token never received (seconds < 0).
+  void note_first_token(double seconds);
   bool ready() const;  // some replica is healthy and routable
   struct StateCounts { int healthy = 0, unknown = 0, ejected = 0, draining = 0; };
   StateCounts state_counts() const;
@@ -97,6 +105,11 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   // pick_locked's scratch, kept between picks so that choosing a replica allocates nothing.
   std::vector<Candidate> candidates_;
   std::vector<std::size_t> candidate_index_;
+
+  std::atomic<std::uint64_t> arrivals_{0}, arrival_tokens_{0}, ttft_n_{0};
+  std::atomic<std::int64_t> queued_tokens_{0};
+  std::array<std::atomic<std::uint64_t>, 24> prompt_sizes_{};
+  std::array<std::atomic<std::uint64_t>, scaler::kTtftBounds.size()> ttft_in_{};  // per bucket, not cumulative
 };
 
 }  // namespace tidegate::gateway

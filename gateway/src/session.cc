@@ -437,8 +437,13 @@ void Session::finish_request(int status, std::string reason) {
     for (auto& f : impl_->filters) f->on_complete(*ctx);
   if (waiting_in_queue_) {
     waiting_in_queue_ = false;
-    if (pool_) pool_->cancel(ticket_);
+    if (pool_) {
+      pool_->cancel(ticket_);  // a grant already on its way finds the request gone and releases
+      pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
+    }
   }
+  // The first streamed byte is the client's first token.
+  if (pool_ && ctx->stream && t.ttfb_s >= 0 && !ctx->local_reply) pool_->note_first_token(t.ttfb_s);
   if (queue_timer_) queue_timer_->cancel();
   if (replica_) release_replica(Outcome::kNeutral);
   parsed_.reset();

@@ -104,6 +104,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   std::uint64_t ticket_ = 0;
   std::optional<net::steady_timer> queue_timer_;
   bool waiting_in_queue_ = false;
+  std::uint64_t prompt_estimate_ = 0;  // tokens, for the scaler's work signals
   Clock::time_point queued_at_;
   int attempts_ = 0;
   std::vector<std::uint64_t> tried_;  // replica serials of this request's attempts

@@ -46,10 +46,11 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
     controller_actuator_ = &actuator;
   }
   auto in = to_policy_input(obs);
-  if (apply) {
+  const auto c = controller_->counts();
+  if (apply && (c.active + c.starting + c.warm + c.draining) > 0) {
     // As the live scaler builds its input: the controller's counts, with warm-pool refills
-    // not counted as capacity on the way.
-    const auto c = controller_->counts();
+    // not counted as capacity on the way. (Before its first step the controller has not
+    // adopted the running fleet yet: the fleet as observed is the input then.)
     in.active = c.active;
     in.starting = std::max(0, c.starting - std::max(0, cfg_.warm_pool_size - c.warm));
     in.warm = c.warm;

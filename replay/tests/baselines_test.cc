@@ -83,20 +83,22 @@ TEST(Pareto, KeepsOnlyNonDominated) {
   EXPECT_EQ(pareto_frontier(pts), (std::vector<std::size_t>{4, 0, 1}));
 }
 
-TEST(Tuner, FrontierIsNonDominatedAndSloPickIsCheapest) {
-  const auto trace = testing::synthetic_trace(500, 4, 800, 60);
+TEST(Tuner, ChoosesOnTheFirstPartAndValidatesOnTheRest) {
+  const auto trace = testing::synthetic_trace(900, 4, 800, 60);
   ReplayConfig cfg = default_config();
   cfg.options.profile.cold_start_s = 30;
   cfg.options.replicas_max = 8;
-  cfg.tidegate.policy.max_replicas = 8;
   cfg.options.slo.attainment = 0.9;
+  align_policy(cfg);
   TunerGrid grid;
-  grid.concurrency_per_replica = {4, 16, 64};
-  grid.stable_window_s = {60};
-  grid.scale_down_stabilization_s = {60};
+  grid.headroom = {0.5, 1.0, 2.0};
+  grid.burst_memory_s = {600};
+  grid.noise_z = {3};
+  grid.scale_down_stabilization_s = {0};
   grid.warm_pool_size = {0, 1};
   const auto r = tune(trace, cfg, grid, 2);
   ASSERT_EQ(r.all.size(), 6u);
+  EXPECT_NEAR(r.tune_until_s, trace.duration_s() * 2 / 3, 1e-9);
   ASSERT_FALSE(r.frontier.empty());
   for (const auto& f : r.frontier)
     for (const auto& p : r.all) {
@@ -106,18 +108,22 @@ TEST(Tuner, FrontierIsNonDominatedAndSloPickIsCheapest) {
                               p.summary.ttft_slo_attainment > f.summary.ttft_slo_attainment);
       EXPECT_FALSE(dominates);
     }
-  if (r.cheapest_meeting_slo >= 0) {
-    const auto& best = r.frontier[static_cast<std::size_t>(r.cheapest_meeting_slo)].summary;
-    for (const auto& p : r.all)
-      if (p.summary.meets_slo(cfg.options.slo)) {
-        EXPECT_GE(p.summary.gpu_hours, best.gpu_hours - 1e-12);
-      }
-  }
+  // Every point was replayed on the tuning part only: fewer requests than the trace.
+  for (const auto& p : r.all) EXPECT_LT(p.summary.requests, trace.requests.size());
+  ASSERT_GE(r.cheapest_meeting_slo, 0);
+  const auto& best = r.all[static_cast<std::size_t>(r.cheapest_meeting_slo)];
+  EXPECT_TRUE(best.robust);
+  for (const auto& p : r.all)
+    if (p.robust) EXPECT_GE(p.summary.gpu_hours, best.summary.gpu_hours - 1e-12);
+  // The held-back part is the rest of the trace, replayed with the choice and the default.
+  ASSERT_TRUE(r.held_back && r.held_back_default && r.held_back_static);
+  EXPECT_EQ(r.held_back->requests + best.summary.requests, trace.requests.size());
+  EXPECT_GT(r.held_back->gpu_hours_vs_static, 0);
   // The printed snippet is a config the tool reads back to the same setting.
-  const auto& any = r.frontier.front().config;
-  const auto back = load_config_text(policy_yaml(any), default_config());
-  EXPECT_EQ(back.tidegate.policy.targets.concurrency_per_replica, any.policy.targets.concurrency_per_replica);
-  EXPECT_EQ(back.tidegate.warm_pool_size, any.warm_pool_size);
+  const auto back = load_config_text(policy_yaml(best.config), default_config());
+  EXPECT_EQ(back.tidegate.policy.headroom, best.config.policy.headroom);
+  EXPECT_EQ(back.tidegate.policy.burst_memory_s, best.config.policy.burst_memory_s);
+  EXPECT_EQ(back.tidegate.warm_pool_size, best.config.warm_pool_size);
 }
 
 TEST(StaticSearch, FindsTheSmallestFleetThatMeetsTheSlo) {
@@ -146,13 +152,32 @@ TEST(Config, UnknownKeysAndBadValuesNameTheLine) {
   }
   EXPECT_THROW(load_config_text("policy:\n  panic_threshold: 0.5\n", default_config()), ConfigError);
   const auto c = load_config_text(
-      "replay:\n  profile:\n    cold_start: 2m\n  replicas: {min: 2, max: 9}\npolicy:\n  targets:\n"
+      "replay:\n  profile:\n    cold_start: 2m\n    max_num_batched_tokens: 8192\n    decode_per_kv_token: 51ns\n"
+      "  replicas: {min: 2, max: 9}\n  slo: {ttft: 5s}\npolicy:\n  targets:\n"
       "    concurrency_per_replica: 24\n    kv_usage: 0.8\n",
       default_config());
   EXPECT_DOUBLE_EQ(c.options.profile.cold_start_s, 120);
+  EXPECT_EQ(c.options.profile.timing.max_num_batched_tokens, 8192);
+  EXPECT_DOUBLE_EQ(c.options.profile.timing.decode_per_kv_token_s, 51e-9);
   EXPECT_EQ(c.tidegate.policy.max_replicas, 9);
   EXPECT_EQ(c.tidegate.policy.targets.concurrency_per_replica, 24.0);
   EXPECT_EQ(c.tidegate.policy.targets.kv_usage, 0.8);
+  // The policy's replica model, SLO and cold start follow the profile unless it sets them.
+  EXPECT_DOUBLE_EQ(c.tidegate.policy.cold_start_s, 120);
+  EXPECT_DOUBLE_EQ(c.tidegate.policy.slo.ttft_s, 5);
+  EXPECT_DOUBLE_EQ(c.tidegate.policy.capacity.step_s, 8192.0 / 10000 + 0.010);
+  EXPECT_EQ(c.tidegate.policy.capacity.max_in_flight, 32);
+  const auto own = load_config_text("policy:\n  slo: {ttft: 3s}\n  capacity: {prefill_tokens_per_s: 5000}\n",
+                                    default_config());
+  EXPECT_DOUBLE_EQ(own.tidegate.policy.slo.ttft_s, 3);
+  EXPECT_DOUBLE_EQ(own.tidegate.policy.capacity.prefill_tokens_per_s, 5000);
+  try {
+    load_config_text("policy:\n  tiers:\n    - {name: asleep, price_fraction: 11, promotion: 3s}\n", default_config());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.line(), 3) << e.what();
+  }
+  EXPECT_THROW(load_config_text("policy:\n  capacity: 5\n", default_config()), ConfigError);
 }
 
 TEST(Cli, RejectsAbsurdParametersWithAMessage) {
@@ -173,10 +198,20 @@ TEST(Cli, RejectsAbsurdParametersWithAMessage) {
   } catch (const CliError& e) {
     EXPECT_NE(std::string(e.what()).find("--replicas-max"), std::string::npos);
   }
-  const auto a = parse({"--trace", "t.csv", "--slo-ttft-ms=1500", "--json", "--replicas-max", "7"});
+  EXPECT_THROW(parse({"--trace", "x", "--variant", "bursty"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--variant", "onoff:on_min=90,on_max=30"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--cold-start-s", "-5"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--tune-share", "1.5"}), CliError);
+  const auto a = parse({"--trace", "t.csv", "--slo-ttft-ms=1500", "--json", "--replicas-max", "7", "--cold-start-s",
+                        "90", "--variant", "onoff:seed=3", "--tune-headroom", "0.9,1.1"});
   EXPECT_DOUBLE_EQ(a.config.options.slo.ttft_s, 1.5);
   EXPECT_EQ(a.config.tidegate.policy.max_replicas, 7);
   EXPECT_TRUE(a.json);
+  // Flags reach the policy's view too: its SLO and cold start follow the replay's.
+  EXPECT_DOUBLE_EQ(a.config.tidegate.policy.slo.ttft_s, 1.5);
+  EXPECT_DOUBLE_EQ(a.config.tidegate.policy.cold_start_s, 90);
+  EXPECT_EQ(a.variant, "onoff:seed=3");
+  EXPECT_EQ(a.grid.headroom, (std::vector<double>{0.9, 1.1}));
 }
 
 }  // namespace

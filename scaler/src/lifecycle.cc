@@ -65,7 +65,11 @@ void PoolController::reconcile(double now, const PoolObservation& obs) {
     if (it != seen.end()) seen.erase(it);
     if (o && !o->exited) {
       r.info.endpoint = o->endpoint;
-      if (o->ready && r.info.state == ReplicaState::kStarting) set_state(r, ReplicaState::kWarm, now);
+      if (o->ready && r.info.state == ReplicaState::kStarting) {
+        const double took = now - r.info.created;
+        if (took > 0) startup_s_ = startup_s_ ? 0.7 * *startup_s_ + 0.3 * took : took;
+        set_state(r, ReplicaState::kWarm, now);
+      }
       continue;
     }
     // Gone: a crash, an OOM kill, a deleted pod. Its queued requests go elsewhere.

@@ -1,5 +1,7 @@
 #include "tidegate/scaler/sampler.h"
 
+#include <algorithm>
+
 #include "tidegate/common/log.h"
 
 namespace tidegate::scaler {
@@ -12,14 +14,49 @@ void SignalSampler::report_missing(const std::string& what, const std::string& d
   log::warn("scaler.signal_missing", {{"model", config_.model}, {"signal", what}, {"detail", detail}});
 }
 
+void SignalSampler::gateway_work(const GatewaySignals& g, Signals& s) {
+  // Counters restart with the gateway (a reload that recreated the pool): no difference then.
+  if (last_gateway_ && g.arrivals_total >= last_gateway_->arrivals_total && g.ttft_total >= last_gateway_->ttft_total) {
+    const auto& p = *last_gateway_;
+    s.arrivals = static_cast<double>(g.arrivals_total - p.arrivals_total);
+    s.arrival_prompt_tokens = static_cast<double>(g.arrival_prompt_tokens_total - p.arrival_prompt_tokens_total);
+    std::array<double, 24> sizes{};
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      sizes[i] = static_cast<double>(g.prompt_sizes_total[i] - std::min(g.prompt_sizes_total[i], p.prompt_sizes_total[i]));
+    s.arrival_prompt_sizes = sizes;
+    // First tokens within the SLO, interpolating inside the bucket that holds it.
+    const double total = static_cast<double>(g.ttft_total - p.ttft_total);
+    if (total > 0) {
+      auto within = [&](std::size_t i) {
+        return static_cast<double>(g.ttft_le_total[i] - std::min(g.ttft_le_total[i], p.ttft_le_total[i]));
+      };
+      const double slo = config_.ttft_slo_s;
+      double met = 0, lo = 0, lo_count = 0;
+      for (std::size_t i = 0; i < kTtftBounds.size(); ++i) {
+        const double hi = kTtftBounds[i], hi_count = within(i);
+        if (slo <= hi) {
+          met = lo_count + (hi_count - lo_count) * (slo - lo) / (hi - lo);
+          break;
+        }
+        lo = hi, lo_count = hi_count, met = hi_count;
+      }
+      s.ttft_met = std::min(met, total);
+      s.ttft_total = total;
+    }
+  }
+  s.prefill_backlog_tokens = static_cast<double>(g.queued_prompt_tokens);
+  s.in_flight = static_cast<double>(g.in_flight);
+  last_gateway_ = g;
+}
+
 Signals SignalSampler::sample(const SignalSource* gateway, const std::vector<Endpoint>& active, SampleDetail* out) {
   SampleDetail d;
   if (gateway) d.gateway = gateway->sample(config_.model);
 
   // Engines: sums of waiting/running, mean KV usage over the replicas that answered.
   if (config_.engine_metrics && !active.empty()) {
-    double waiting = 0, running = 0, kv = 0;
-    int n_waiting = 0, n_running = 0, n_kv = 0;
+    double waiting = 0, running = 0, kv = 0, queries = 0, hits = 0, rate = 0;
+    int n_waiting = 0, n_running = 0, n_kv = 0, n_counters = 0, n_rate = 0;
     for (const auto& e : active) {
       const auto body = fetch_("http://" + e.host + ":" + std::to_string(e.port) + config_.metrics_path);
       if (!body) {
@@ -31,6 +68,23 @@ Signals SignalSampler::sample(const SignalSource* gateway, const std::vector<End
       if (m.waiting) waiting += *m.waiting, ++n_waiting;
       if (m.running) running += *m.running, ++n_running;
       if (m.kv_usage) kv += *m.kv_usage, ++n_kv;
+      if (m.prefix_queries_total && m.prefix_hits_total)
+        queries += *m.prefix_queries_total, hits += *m.prefix_hits_total, ++n_counters;
+      else if (m.prefix_hit_rate)
+        rate += *m.prefix_hit_rate, ++n_rate;
+    }
+    // Prefix caching: counters differenced between samples (a replica joining or leaving makes
+    // the sums jump: such a sample is skipped), else the engines' own hit-rate gauges.
+    if (n_counters > 0 && n_counters == d.engines_scraped) {
+      if (last_prefix_ && queries > last_prefix_->first && hits >= last_prefix_->second &&
+          hits - last_prefix_->second <= queries - last_prefix_->first)
+        d.prefix_hit_ratio = (hits - last_prefix_->second) / (queries - last_prefix_->first);
+      last_prefix_ = std::pair{queries, hits};
+    } else if (n_rate > 0) {
+      d.prefix_hit_ratio = std::clamp(rate / n_rate, 0.0, 1.0);
+    } else if (d.engines_scraped > 0) {
+      report_missing("engine.prefix_cache", "no prefix-cache metric (vllm:prefix_cache_queries_total/hits_total, "
+                                            "vllm:gpu_prefix_cache_hit_rate, sglang:cache_hit_rate): no prompt is taken as cached");
     }
     if (d.engines_scraped > 0) {
       const std::string known = " (looked for vllm:*, tgi_*, llamacpp:*)";
@@ -72,6 +126,10 @@ Signals SignalSampler::sample(const SignalSource* gateway, const std::vector<End
   if (gw_queue || d.engine_waiting) s.queue = gw_queue.value_or(0) + d.engine_waiting.value_or(0);
   s.kv_usage = d.engine_kv;
   s.gpu_util = d.gpu_util;
+  if (d.gateway) gateway_work(*d.gateway, s);
+  s.prefix_hit_ratio = d.prefix_hit_ratio;
+  if (d.engine_kv && config_.kv_tokens_per_replica && d.engines_scraped > 0)
+    s.kv_used_tokens = *d.engine_kv * *config_.kv_tokens_per_replica * d.engines_scraped;
   if (out) *out = std::move(d);
   return s;
 }

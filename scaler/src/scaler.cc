@@ -47,10 +47,31 @@ json::object signals_json(const Signals& s) {
   put("queue", s.queue);
   put("gpu_util", s.gpu_util);
   put("kv_usage", s.kv_usage);
+  put("arrivals", s.arrivals);
+  put("arrival_prompt_tokens", s.arrival_prompt_tokens);
+  put("prefix_hit_ratio", s.prefix_hit_ratio);
+  put("prefill_backlog_tokens", s.prefill_backlog_tokens);
+  put("kv_used_tokens", s.kv_used_tokens);
+  put("in_flight", s.in_flight);
+  put("ttft_met", s.ttft_met);
+  put("ttft_total", s.ttft_total);
   return o;
 }
 
 json::object decision_json(const Decision& d) {
+  json::array tiers;
+  for (int n : d.desired_tiers) tiers.push_back(n);
+  json::value work = nullptr;
+  if (d.work)
+    work = json::object{{"demand_replicas", d.work->demand},
+                        {"service_s", d.work->service_s},
+                        {"service_cv2", d.work->service_cv2},
+                        {"burst_margin_replicas", d.work->burst_margin},
+                        {"peak_replicas", d.work->peak},
+                        {"slo_headroom", d.work->headroom},
+                        {"ttft_attainment", d.work->attainment ? json::value(*d.work->attainment) : json::value(nullptr)},
+                        {"for_demand", d.work->for_demand},
+                        {"for_plan", d.work->for_plan}};
   json::array sigs;
   for (const auto& r : d.signals)
     sigs.push_back(json::object{{"signal", r.signal},
@@ -69,7 +90,9 @@ json::object decision_json(const Decision& d) {
                       {"reason_code", d.reason_code},
                       {"reason", d.reason},
                       {"inputs", signals_json(d.inputs)},
-                      {"signals", std::move(sigs)}};
+                      {"signals", std::move(sigs)},
+                      {"desired_tiers", std::move(tiers)},
+                      {"work", std::move(work)}};
 }
 
 }  // namespace
@@ -98,7 +121,10 @@ Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routin
     pool->actuator = options_.make_actuator(pc);
     pool->controller = std::make_unique<PoolController>(pc.model, pc.replica_class, pc.lifecycle, *pool->actuator,
                                                         routing_, options_.listener);
-    pool->sampler = std::make_unique<SignalSampler>(pc.signals, options_.fetch, nvml_.get());
+    auto sampler_cfg = pc.signals;
+    sampler_cfg.ttft_slo_s = pc.policy.slo.ttft_s;
+    sampler_cfg.kv_tokens_per_replica = pc.policy.capacity.kv_tokens;
+    pool->sampler = std::make_unique<SignalSampler>(sampler_cfg, options_.fetch, nvml_.get());
     pools_.push_back(std::move(pool));
   }
 }
@@ -184,6 +210,7 @@ void Scaler::tick_pool(Pool& p, double t) {
   const int refills = std::max(0, p.controller->config().warm_pool_size - before.warm);
   in.starting = std::max(0, before.starting - refills);
   in.warm = before.warm;
+  in.cold_start_s = p.controller->measured_startup_s();
   Decision d = decide(policy, p.policy_state, in);
   if (d.direction != Direction::kHold)
     log::info("scaler.decision", {{"model", p.config.model}, {"desired", d.desired}, {"active", d.active},

@@ -52,6 +52,13 @@ void ScalerMetrics::record(const std::string& model, const Decision& d, const Po
                                                                         {"kv_usage", &d.inputs.kv_usage}};
   for (const auto& [name, v] : sigs)
     if (*v) signal_.Add({{"model", model}, {"signal", name}}).Set(**v);
+  if (d.work) {
+    // The work model's view, in replicas of load (and the measured attainment).
+    signal_.Add({{"model", model}, {"signal", "work_demand"}}).Set(d.work->demand);
+    signal_.Add({{"model", model}, {"signal", "burst_margin"}}).Set(d.work->burst_margin);
+    signal_.Add({{"model", model}, {"signal", "slo_headroom"}}).Set(d.work->headroom);
+    if (d.work->attainment) signal_.Add({{"model", model}, {"signal", "ttft_attainment"}}).Set(*d.work->attainment);
+  }
 }
 
 }  // namespace tidegate::scaler

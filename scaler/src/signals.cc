@@ -124,6 +124,13 @@ EngineMetrics extract_engine_metrics(const std::vector<PromSample>& samples) {
   take(m.waiting, "llamacpp:requests_deferred", "llamacpp", false);
   take(m.running, "llamacpp:requests_processing", "llamacpp", false);
   take(m.kv_usage, "llamacpp:kv_cache_usage_ratio", "llamacpp", true);
+  take(m.prefix_queries_total, "vllm:prefix_cache_queries_total", "vllm", false);
+  take(m.prefix_hits_total, "vllm:prefix_cache_hits_total", "vllm", false);
+  take(m.prefix_hit_rate, "vllm:gpu_prefix_cache_hit_rate", "vllm", true);  // vLLM V0
+  take(m.prefix_hit_rate, "sglang:cache_hit_rate", "sglang", true);
+  take(m.waiting, "sglang:num_queue_reqs", "sglang", false);
+  take(m.running, "sglang:num_running_reqs", "sglang", false);
+  take(m.kv_usage, "sglang:token_usage", "sglang", true);
   return m;
 }
 

@@ -218,8 +218,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double lam_s = ws.span > 0 ? ws.arrivals / ws.span : 0;
   // The short window counts only when it is above the long one by more than its own noise.
   const double short_noise = ws.arrivals > 0 ? std::sqrt((1 + service.cv2) / ws.arrivals) : 1.0;
+  // An idle pool (nothing arrived in the short window, nothing in flight or queued) has no
+  // load, whatever the long window still remembers: what lets a scale_to_zero pool get there.
+  const bool idle = ws.arrivals == 0 && s.in_flight.value_or(0) == 0 && s.queue.value_or(0) == 0 &&
+                    s.prefill_backlog_tokens.value_or(0) == 0;
   const double d_now =
-      cfg.headroom * std::max(lam_l * x, lam_s * x * std::max(0.0, 1 - cfg.noise_z * short_noise));
+      idle ? 0.0 : cfg.headroom * std::max(lam_l * x, lam_s * x * std::max(0.0, 1 - cfg.noise_z * short_noise));
   // Standard error of that load: the window's work has variance (1 + cv2) x d / span; a window
   // not yet full (or one that saw few requests) is noisy.
   const double noise =
@@ -262,9 +266,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
-    // What is already waiting must be prefilled within the SLO, whatever arrives next.
+    // Work already waiting: replicas asked for now arrive a cold start from now, so they are
+    // sized to drain it within a cold start (or the TTFT budget, if longer) on top of the
+    // load; sizing them to drain it within the budget would start dozens that come too late.
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
-    const int c_backlog = ceil_count(backlog_s / tau);
+    const int c_backlog = ceil_count(d + backlog_s / std::max(tau, cold_start_s));
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 

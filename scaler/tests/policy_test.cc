@@ -11,8 +11,10 @@ PolicyConfig base() {
   PolicyConfig c;
   c.min_replicas = 1;
   c.max_replicas = 20;
+  c.work_model = false;  // target tracking alone (work_model_test.cc has the work model)
   c.targets = {};
   c.targets.concurrency_per_replica = 10;
+  c.scale_down_stabilization_s = 300;
   c.scale_down_max_rate = 100;  // isolate the rule under test
   return c;
 }

@@ -11,7 +11,7 @@ import tempfile
 BIN = sys.argv[1]
 KEYS = ["gpu_hours", "cost_usd", "ttft_slo_attainment", "e2e_slo_attainment", "ttft_p99_ms", "max_replicas",
         "requests", "gpu_hours_by_state", "cost_usd_by_state", "ttft_p50_ms", "queue_wait_p99_ms",
-        "mean_replicas", "scale_events"]
+        "mean_replicas", "scale_events", "gpu_hours_vs_static", "gpu_hours_vs_optimum", "prefix_cache_hit_ratio"]
 failures = []
 
 
@@ -43,14 +43,21 @@ def write_traces(d, n=300):
             f.write("2023-11-16 18:%02d:%02d.%07d,%d,%d\n" % (whole // 60, whole % 60, frac, p, o))
     moon = os.path.join(d, "small.jsonl")
     with open(moon, "w") as f:
-        for ts, p, o in rows:
+        for i, (ts, p, o) in enumerate(rows):  # block ids of their own: nothing to reuse
+            ids = [i * 100 + b for b in range((p + 511) // 512)]
             f.write(json.dumps({"timestamp": int(ts * 1000), "input_length": p, "output_length": o,
-                                "hash_ids": [1, 2]}) + "\n")
-    return azure, moon
+                                "hash_ids": ids}) + "\n")
+    shared = os.path.join(d, "shared.jsonl")
+    with open(shared, "w") as f:
+        for i, (ts, p, o) in enumerate(rows):  # a 2048-token document every request starts with
+            ids = [1, 2, 3, 4] + [i * 100 + b for b in range((p + 511) // 512)]
+            f.write(json.dumps({"timestamp": int(ts * 1000), "input_length": p + 2048, "output_length": o,
+                                "hash_ids": ids}) + "\n")
+    return azure, moon, shared
 
 
 with tempfile.TemporaryDirectory() as d:
-    azure, moon = write_traces(d)
+    azure, moon, shared = write_traces(d)
     summaries = {}
     for name, path in (("azure", azure), ("mooncake", moon)):
         out = os.path.join(d, "out-" + name)
@@ -69,7 +76,7 @@ with tempfile.TemporaryDirectory() as d:
         check(s.get("completed") == 300, f"{name}: completed {s.get('completed')}")
         check(0 <= s.get("ttft_slo_attainment", -1) <= 1, f"{name}: attainment out of range")
         check(s.get("gpu_hours", 0) > 0 and s.get("max_replicas", 0) >= 1, f"{name}: no GPU time")
-        for f in ("timeline.csv", "timeline.svg"):
+        for f in ("timeline.csv", "timeline.svg", "decisions.csv"):
             check(os.path.getsize(os.path.join(out, f)) > 100, f"{name}: {f} missing or empty")
         with open(os.path.join(out, "timeline.svg")) as f:
             check("<svg" in f.read(), f"{name}: SVG has no <svg>")
@@ -79,16 +86,43 @@ with tempfile.TemporaryDirectory() as d:
         a, m = summaries["azure"], summaries["mooncake"]
         check(abs(a["gpu_hours"] - m["gpu_hours"]) < 0.05 * a["gpu_hours"], f"formats differ: {a} vs {m}")
 
-    r = run(["--trace", azure, "--baselines", "--tune", "--tune-concurrency", "8,16", "--tune-stable-window", "60",
-             "--tune-scale-down", "60", "--tune-warm-pool", "0", "--replicas-max", "6", "--json", "--threads", "2"])
+        check("prefix caching is off" in r.stderr if name == "azure" else "block ids" in r.stderr,
+              f"{name}: prefix-block note missing: {r.stderr}")
+    # A shared document at the head of every prompt: the engines reuse its KV blocks.
+    r = run(["--trace", shared, "--json", "--replicas-max", "8", "--no-progress"])
+    check(r.returncode == 0, f"shared: exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        s = json.loads(r.stdout.strip().splitlines()[-1])
+        check(s["prefix_cache_hit_ratio"] > 0.3, f"shared prefix not reused: {s['prefix_cache_hit_ratio']}")
+
+    r = run(["--trace", azure, "--baselines", "--tune", "--tune-headroom", "0.8,1.2", "--tune-burst-memory", "600",
+             "--tune-noise-z", "3", "--tune-scale-down", "0", "--tune-warm-pool", "0", "--replicas-max", "6", "--json",
+             "--threads", "2"])
     check(r.returncode == 0, f"baselines: exit {r.returncode}: {r.stderr}")
-    for word in ("static (cheapest", "hpa", "kpa", "tidegate (warm pool)", "tidegate (no warm pool)", "Pareto"):
+    for word in ("static (cheapest", "optimum", "/static", "/optimum", "hpa", "kpa", "tidegate (warm pool)",
+                 "tidegate (no warm pool)", "Pareto", "Held-back part"):
         check(word in r.stdout, f"baselines/tune output lacks {word!r}")
     try:
         s = json.loads(r.stdout.strip().splitlines()[-1])
-        check(len(s.get("baselines", [])) == 5, "baselines array should have 5 rows")
+        rows = s.get("baselines", [])
+        check(len(rows) == 6, "baselines array should have 6 rows")
+        opt = [b for b in rows if b["policy"] == "optimum"]
+        check(len(opt) == 1 and opt[0]["gpu_hours_vs_optimum"] == 1.0, f"optimum row: {opt}")
+        stat = [b for b in rows if b["policy"].startswith("static")]
+        check(len(stat) == 1 and stat[0]["gpu_hours_vs_static"] == 1.0, f"static row: {stat}")
+        check(all(b["gpu_hours_vs_static"] and b["gpu_hours_vs_optimum"] for b in rows), "ratios missing")
+        check(opt and all(b["gpu_hours"] >= opt[0]["gpu_hours"] * 0.98 for b in rows if b["meets_slo"]),
+              "a policy meeting the SLO beat the offline optimum by more than 2%")
+        check("tuned_held_back" in s and "default_held_back" in s, "held-back figures missing")
     except (ValueError, IndexError):
         check(False, "baselines: last line not JSON")
+
+    # Faults: a cold start longer than the trace, an SLO no fleet can meet.
+    r = run(["--trace", azure, "--cold-start-s", "3600", "--replicas-max", "4"])
+    check(r.returncode == 0 and "longer than the trace" in r.stderr, f"long cold start: {r.returncode} {r.stderr}")
+    r = run(["--trace", azure, "--slo-ttft-ms", "5", "--replicas-max", "3", "--baselines", "--no-optimum"])
+    check(r.returncode == 0 and "No static fleet up to 3 replicas meets the SLO" in r.stdout,
+          f"infeasible SLO not reported: {r.stdout[-500:]}")
 
     # Bad input: clear messages and a non-zero exit.
     bad = os.path.join(d, "bad.csv")

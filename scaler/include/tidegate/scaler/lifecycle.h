@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,6 +75,9 @@ class PoolController final {
   std::vector<ReplicaInfo> replicas() const;
   const std::deque<PoolEvent>& events() const { return events_; }
   std::uint64_t replaced_total() const { return replaced_; }
+  // How long replicas of this pool took from being asked for to being ready (a moving average
+  // of the starts seen), for the policy's cost of a cold start; nullopt before the first.
+  std::optional<double> measured_startup_s() const { return startup_s_; }
   const LifecycleConfig& config() const { return config_; }
   void set_warm_pool_size(int n) { config_.warm_pool_size = n; }
 
@@ -103,6 +107,7 @@ class PoolController final {
   std::deque<PoolEvent> events_;
   std::uint64_t next_placeholder_ = 0;
   std::uint64_t replaced_ = 0;
+  std::optional<double> startup_s_;
 };
 
 }  // namespace tidegate::scaler

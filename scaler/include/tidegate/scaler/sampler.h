@@ -22,6 +22,10 @@ struct SamplerConfig {
   std::string dcgm_url;       // e.g. http://dcgm-exporter:9400/metrics; empty = off
   std::vector<int> gpus;      // devices this pool uses (DCGM "gpu" label, NVML index); empty = all
   bool nvml = true;           // try NVML when no DCGM URL is set
+  // From the pool's policy: the TTFT objective the gateway's first tokens are counted
+  // against, and a replica's KV capacity (engines report usage as a fraction).
+  double ttft_slo_s = 1.0;
+  std::optional<double> kv_tokens_per_replica;
 };
 
 // Returns the body of GET url, or nullopt (unreachable, non-200).
@@ -34,6 +38,7 @@ struct SampleDetail {
   std::optional<double> engine_waiting, engine_running, engine_kv;
   std::optional<double> gpu_util;
   std::string gpu_source;  // "dcgm", "nvml" or ""
+  std::optional<double> prefix_hit_ratio;
 };
 
 class SignalSampler final {
@@ -48,8 +53,11 @@ class SignalSampler final {
 
  private:
   void report_missing(const std::string& what, const std::string& detail);
+  void gateway_work(const GatewaySignals& now, Signals& out);
 
   SamplerConfig config_;
+  std::optional<GatewaySignals> last_gateway_;       // previous sample: counters are differenced
+  std::optional<std::pair<double, double>> last_prefix_;  // (queries, hits) summed over engines
   Fetcher fetch_;
   const NvmlGpuUtil* nvml_;
   std::set<std::string> reported_;

@@ -26,7 +26,11 @@ struct EngineMetrics {
   std::optional<double> waiting;   // queued in the engine
   std::optional<double> running;   // being generated
   std::optional<double> kv_usage;  // 0..1
-  std::string engine;              // "vllm", "tgi", "llamacpp" or "" when unknown
+  // Prefix caching: vLLM's token counters (cumulative), or a hit-rate gauge where that is
+  // all an engine has (vLLM V0, SGLang).
+  std::optional<double> prefix_queries_total, prefix_hits_total;
+  std::optional<double> prefix_hit_rate;
+  std::string engine;              // "vllm", "tgi", "llamacpp", "sglang" or "" when unknown
 };
 
 EngineMetrics extract_engine_metrics(const std::vector<PromSample>& samples);

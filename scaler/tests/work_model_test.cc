@@ -1,0 +1,282 @@
+// The work model of the policy: queueing bounds, demand in replicas, the burst memory, the
+// SLO loop, the learning hold, lost signals and warm tiers; hand-computed where possible.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "queueing.h"
+#include "tidegate/scaler/policy.h"
+#include "work_model.h"
+
+namespace tidegate::scaler {
+namespace {
+
+TEST(Queueing, ErlangCMatchesKnownValues) {
+  EXPECT_NEAR(queueing::erlang_c(1, 0.5), 0.5, 1e-12);       // M/M/1: P(wait) = rho
+  EXPECT_NEAR(queueing::erlang_c(2, 1.0), 1.0 / 3, 1e-12);   // textbook M/M/2 at rho = 0.5
+  EXPECT_NEAR(queueing::erlang_c(10, 8.0), 0.4092, 1e-4);    // Erlang C table
+  EXPECT_EQ(queueing::erlang_c(3, 3.0), 1.0);                // saturated
+}
+
+TEST(Queueing, ServersGrowWithLoadVariabilityAndTightness) {
+  // Load 8 replicas, 0.1 s prefill, TTFT budget 0.8 s (8 service times), 0.5% of misses.
+  const int base = queueing::servers_for(8, 8, 0.005, 1000);
+  EXPECT_GT(base, 8);
+  EXPECT_GE(queueing::servers_for(16, 8, 0.005, 1000), base + 8);
+  EXPECT_GT(queueing::servers_for(8, 2, 0.005, 1000), base);           // tighter SLO
+  EXPECT_GT(queueing::servers_for(8, 8, 0.005, 1000, 4.0), base);      // heavy-tailed prompts
+  EXPECT_LE(queueing::servers_for(8, 8, 0.05, 1000), base);            // looser bound
+  EXPECT_EQ(queueing::servers_for(0, 8, 0.005, 1000), 0);
+  EXPECT_EQ(queueing::servers_for(500, 8, 0.005, 100), 100);           // capped
+  // The chosen count meets the bound and one fewer does not.
+  EXPECT_LE(queueing::queueing_misses(base, 8, 8), 0.005);
+  EXPECT_GT(queueing::queueing_misses(base - 1, 8, 8), 0.005);
+}
+
+TEST(WorkModel, LargestSwingIgnoresNoiseAndLooksAtEveryWindow) {
+  std::deque<PolicyState::LoadSample> s;
+  for (int i = 0; i < 100; ++i) s.push_back({5.0 * i, i >= 40 && i < 52 ? 6.0 : 1.0, 0.1});
+  EXPECT_NEAR(detail::largest_swing(s, 60, 0), 5.0, 1e-12);
+  EXPECT_NEAR(detail::largest_swing(s, 60, 3), 5.0 - 0.6, 1e-12);  // 3 standard errors at each end
+  EXPECT_NEAR(detail::largest_swing(s, 2, 0), 0.0, 1e-12);         // no two samples within 2 s
+  for (auto& x : s) x.noise = 10;
+  EXPECT_EQ(detail::largest_swing(s, 60, 3), 0.0);                 // all of it could be noise
+}
+
+PolicyConfig work_config() {
+  PolicyConfig c;
+  c.min_replicas = 1;
+  c.max_replicas = 100;
+  c.capacity.prefill_tokens_per_s = 10000;
+  c.capacity.attention_context_tokens = 0;
+  c.capacity.overhead = 0;
+  c.capacity.step_s = 0.2;
+  c.capacity.kv_tokens.reset();
+  c.slo.ttft_s = 1.0;
+  c.slo.attainment = 0.99;
+  c.cold_start_s = 60;
+  c.scale_down_max_rate = 100;
+  c.learn_s = 1;  // no learning hold unless a test wants one
+  return c;
+}
+
+// One second of traffic: `rate` requests of `tokens` prompt tokens each (no size histogram:
+// exponential sizes are assumed).
+PolicyInput tick(double t, double rate, double tokens, int active, std::optional<double> met = std::nullopt) {
+  PolicyInput in;
+  in.t = t;
+  in.active = active;
+  in.signals.arrivals = rate;
+  in.signals.arrival_prompt_tokens = rate * tokens;
+  in.signals.ttft_total = rate;
+  in.signals.ttft_met = met ? *met * rate : rate;
+  return in;
+}
+
+TEST(WorkModel, DemandIsPrefillWorkSizedForTheSlo) {
+  // 10 req/s x 1000 tokens at 10k tokens/s: 0.1 s each, one replica of load. With exponential
+  // sizes (E[P^2] = 2 E[P]^2) and no attention the mean is 0.1 s; budget 0.8 s = 8 service
+  // times; M/M/2 at load 1 waits with probability 1/3 and misses 0.09% more: 2 replicas.
+  const auto cfg = work_config();
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, st, tick(t, 10, 1000, 2));
+  ASSERT_TRUE(d.work);
+  EXPECT_NEAR(d.work->service_s, 0.1, 1e-9);
+  EXPECT_NEAR(d.work->demand, 1.0, 1e-9);
+  EXPECT_EQ(d.desired, 2);
+  EXPECT_EQ(d.reason_code, "work_demand");
+  EXPECT_NE(d.reason.find("10.00 req/s x 1000 prompt tokens"), std::string::npos) << d.reason;
+  // Four times the work: four times the load, fewer than four times the replicas (pooling).
+  PolicyState big;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, big, tick(t, 40, 1000, 6));
+  EXPECT_NEAR(d.work->demand, 4.0, 1e-9);
+  EXPECT_GE(d.desired, 5);
+  EXPECT_LE(d.desired, 7);
+}
+
+TEST(WorkModel, AttentionAndCachedPrefixesChangeThePrice) {
+  auto cfg = work_config();
+  cfg.capacity.attention_context_tokens = 1000;  // attention as dear as the rest at 1000 tokens
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t < 70; ++t) d = decide(cfg, st, tick(t, 10, 1000, 2));
+  // E[s] = k1 E[P] + k2 E[P^2], k2 = k1 / (2 A), E[P^2] = 2 E[P]^2: 0.1 + 0.1 = 0.2 s.
+  EXPECT_NEAR(d.work->service_s, 0.2, 1e-9);
+  PolicyState cached;
+  for (int t = 0; t < 70; ++t) {
+    auto in = tick(t, 10, 1000, 2);
+    in.signals.prefix_hit_ratio = 0.5;  // half of every prompt is a cached prefix
+    d = decide(cfg, cached, in);
+  }
+  // k1 halves; k2 = k1 (1 + h) / (2 A): 0.05 + 0.05 * 1.5 = 0.125 s.
+  EXPECT_NEAR(d.work->service_s, 0.125, 1e-9);
+}
+
+TEST(WorkModel, HeavyTailedPromptsNeedMoreReplicas) {
+  const auto cfg = work_config();
+  auto with_sizes = [&](bool spread) {
+    PolicyState st;
+    Decision d;
+    for (int t = 0; t < 300; ++t) {
+      auto in = tick(t, 20, 1000, 4);
+      std::array<double, 24> sizes{};
+      if (spread) {  // most prompts short, a few huge: same mean
+        sizes[PromptSizes::bucket_of(300)] = 18;
+        sizes[PromptSizes::bucket_of(7000)] = 2;
+      } else {
+        sizes[PromptSizes::bucket_of(1000)] = 20;
+      }
+      in.signals.arrival_prompt_sizes = sizes;
+      d = decide(cfg, st, in);
+    }
+    return d;
+  };
+  const auto narrow = with_sizes(false), wide = with_sizes(true);
+  EXPECT_LT(narrow.work->service_cv2, 0.01);
+  EXPECT_GT(wide.work->service_cv2, 2.0);
+  EXPECT_GT(wide.desired, narrow.desired);
+}
+
+TEST(WorkModel, BurstMemoryHoldsThroughGapsShorterThanItTakesToComeBack) {
+  const auto cfg = work_config();
+  PolicyState st;
+  Decision d;
+  int active = 1;  // a small starting fleet: no starting capacity to hold (see LearningHolds...)
+  int lowest_in_gap = 1000, in_burst = 0;
+  // Bursts of 60 s at 80 req/s every 5 minutes, 2 req/s between them.
+  for (int t = 0; t < 1800; ++t) {
+    const bool burst = t % 300 < 60;
+    d = decide(cfg, st, tick(t, burst ? 80 : 2, 1000, active));
+    active = d.desired;
+    if (t > 600 && burst) in_burst = std::max(in_burst, d.desired);
+    if (t > 600 && t % 300 > 150) lowest_in_gap = std::min(lowest_in_gap, d.desired);
+  }
+  // The gap is held at what the bursts need: a release would meet the next burst a cold start short.
+  EXPECT_GE(lowest_in_gap, in_burst - 1);
+  EXPECT_GT(d.work->burst_margin, 4);
+  EXPECT_EQ(d.reason_code, "burst_memory");
+
+  // Smooth traffic at the gap's level gets no margin.
+  PolicyState smooth;
+  for (int t = 0; t < 1800; ++t) d = decide(cfg, smooth, tick(t, 2, 1000, 1));
+  EXPECT_EQ(d.desired, 1);
+  EXPECT_LT(d.work->burst_margin, 0.2);
+}
+
+TEST(WorkModel, PoissonNoiseIsNotABurst) {
+  const auto cfg = work_config();
+  PolicyState st;
+  std::mt19937_64 rng(7);
+  std::poisson_distribution<int> arrivals(20);
+  Decision d;
+  int highest = 0;
+  for (int t = 0; t < 3600; ++t) {
+    d = decide(cfg, st, tick(t, arrivals(rng), 1000, 4));
+    if (t > 300) highest = std::max(highest, d.desired);
+  }
+  // Load 2: a quiet fleet of 3 or 4, not one sized for the largest Poisson excursion of an hour.
+  EXPECT_LE(highest, 4);
+  EXPECT_LT(d.work->burst_margin, 0.5);
+}
+
+TEST(WorkModel, LostSignalsHoldThePlan) {
+  const auto cfg = work_config();
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, st, tick(t, 40, 1000, 6));
+  const int before = d.desired;
+  for (int t = 120; t < 400; ++t) {
+    PolicyInput in;  // the gateway's signals stopped; engines silent too
+    in.t = t;
+    in.active = before;
+    d = decide(cfg, st, in);
+  }
+  EXPECT_EQ(d.desired, before);
+  EXPECT_EQ(d.reason_code, "signal_lost");
+  EXPECT_EQ(d.direction, Direction::kHold);
+}
+
+TEST(WorkModel, BurstyDemandKeepsTheStartingFleetForTheBurstMemory) {
+  auto cfg = work_config();
+  cfg.learn_s = 300;
+  cfg.burst_memory_s = 1200;
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t < 1100; ++t) {
+    const bool burst = t % 300 < 60;
+    d = decide(cfg, st, tick(t, burst ? 80 : 2, 1000, d.desired ? d.desired : 20));
+    if (t > 400 && t % 300 > 150) ASSERT_GE(d.desired, 20) << t << " " << d.reason;
+  }
+  EXPECT_NE(d.reason.find("bursty demand: holding the starting 20"), std::string::npos) << d.reason;
+}
+
+TEST(WorkModel, LearningHoldsTheStartingFleet) {
+  auto cfg = work_config();
+  cfg.learn_s = 600;
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t < 590; ++t) {
+    d = decide(cfg, st, tick(t, 2, 1000, 8));
+    ASSERT_EQ(d.desired, 8) << t;
+  }
+  EXPECT_EQ(d.reason_code, "learning");
+  for (int t = 590; t < 700; ++t) d = decide(cfg, st, tick(t, 2, 1000, d.desired));
+  EXPECT_EQ(d.desired, 1);  // smooth demand: the hold ends with the learning period
+}
+
+TEST(WorkModel, SloLoopAddsHeadroomWhenAttainmentFallsShort) {
+  const auto cfg = work_config();
+  PolicyState ok, short_of_it;
+  Decision a, b;
+  for (int t = 0; t < 300; ++t) {
+    a = decide(cfg, ok, tick(t, 40, 1000, 6, 1.0));
+    b = decide(cfg, short_of_it, tick(t, 40, 1000, 6, 0.97));  // 3% misses against a 1% budget
+  }
+  EXPECT_DOUBLE_EQ(a.work->headroom, 1.0);
+  EXPECT_NEAR(*b.work->attainment, 0.97, 1e-9);
+  EXPECT_DOUBLE_EQ(b.work->headroom, cfg.max_headroom);
+  EXPECT_GT(b.desired, a.desired);
+  EXPECT_NE(b.reason.find("TTFT attainment 97.00% < 99.0%"), std::string::npos) << b.reason;
+}
+
+TEST(WorkModel, TiersHoldTheBurstMarginAndDominatedOnesAreIgnored) {
+  auto cfg = work_config();
+  cfg.slo.ttft_s = 20;  // a promotion of 5 s fits in the budget
+  cfg.tiers = {{"sleeping", 0.2, 5}, {"pricier", 0.5, 10}, {"too_slow", 0.01, 90}, {"full_price", 1.0, 2}};
+  const auto usable = detail::usable_tiers(cfg, 60);
+  ASSERT_EQ(usable.size(), 1u);
+  EXPECT_EQ(cfg.tiers[usable[0]].name, "sleeping");
+  PolicyState st;
+  Decision d;
+  int active = 1;
+  for (int t = 0; t < 1500; ++t) {
+    const bool burst = t % 300 < 60;
+    d = decide(cfg, st, tick(t, burst ? 80 : 2, 1000, active));
+    active = d.desired;
+  }
+  ASSERT_EQ(d.desired_tiers.size(), 4u);
+  // In the gap: few active, the rest of the burst capacity asleep.
+  EXPECT_LE(d.desired, 2);
+  EXPECT_GE(d.desired_tiers[0], 3);
+  EXPECT_NE(d.reason.find("of them sleeping"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.desired_tiers[1] + d.desired_tiers[2] + d.desired_tiers[3], 0);
+}
+
+TEST(WorkModel, TargetTrackingStillCombinesWhenConfigured) {
+  auto cfg = work_config();
+  cfg.targets.concurrency_per_replica = 4;
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t < 120; ++t) {
+    auto in = tick(t, 10, 1000, 5);
+    in.signals.concurrency = 40;  // 10 replicas by concurrency, 2 by work
+    d = decide(cfg, st, in);
+  }
+  EXPECT_EQ(d.desired, 10);
+  EXPECT_NE(d.reason.find("work model wants 2"), std::string::npos) << d.reason;
+}
+
+}  // namespace
+}  // namespace tidegate::scaler
