@@ -133,12 +133,13 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
   // GPU time than it saved, and its users waited for it.
   const double window = cfg.scale_down_stabilization_s.value_or(cold);
   const int tiers_sum = std::accumulate(d.desired_tiers.begin(), d.desired_tiers.end(), 0);
+  // Starts in progress are capacity too: cancelling one for a dip throws its load time away.
   const int held = hold_highest(st.recommendations, in.t, window, desired);
-  if (held > desired && desired < in.active) {
+  if (held > desired && desired < capacity) {
     d.reason_code = "stabilised";
-    d.reason = "stabilised: holding max recommendation " + std::to_string(std::min(held, in.active)) + " of last " +
+    d.reason = "stabilised: holding max recommendation " + std::to_string(std::min(held, capacity)) + " of last " +
                fmt("%.0f", window) + "s (raw " + std::to_string(desired) + "; " + d.reason + ")";
-    desired = std::min(held, in.active);  // stabilisation never causes a scale-up
+    desired = std::min(held, capacity);  // stabilisation never causes a scale-up
   }
   // Standby capacity is stabilised the same way, as the plan's total.
   const int plan = hold_highest(st.plan_recommendations, in.t, window, work.any ? work.active + tiers_sum : desired);

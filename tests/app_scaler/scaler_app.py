@@ -42,6 +42,43 @@ def scaler_yaml(sim, *, warm=0, min_r=1, max_r=4, startup_ms=0, scale_to_zero=Fa
 """
 
 
+def work_yaml(sim, *, min_r=1, max_r=4, startup_ms=1500, prefill_tps=2000, memory="30s", stabilisation="3s"):
+    """The default policy (the work model, no signal targets) over continuous-batching replicas
+    with a slow prefill, so that prompt tokens are what loads them."""
+    base = random.randint(30000, 59000)
+    cmd = (f"[{sim}, --port, \"{{port}}\", --model, m, --startup-ms, \"{startup_ms}\", --prefill-tps,"
+           f" \"{prefill_tps}\", --decode-base-ms, \"5\", --max-num-batched-tokens, \"512\", --max-batch, \"64\","
+           f" --threads, \"1\"]")
+    return f"""scaler:
+  tick: 250ms
+  pools:
+    - model: m
+      actuator:
+        kind: process
+        command: {cmd}
+        ports: {base}-{base + 199}
+        health_path: /health
+        stop_grace: 3s
+      lifecycle: {{warm_pool_size: 0, startup_timeout: 30s, drain_timeout: 20s}}
+      signals: {{engine_metrics: true, metrics_path: /metrics, nvml: false}}
+      policy:
+        min_replicas: {min_r}
+        max_replicas: {max_r}
+        capacity: {{prefill_tokens_per_s: {prefill_tps}, attention_context_tokens: 0, step: 300ms, kv_tokens: ~,
+                    max_in_flight: 16}}
+        slo: {{ttft: 2s, attainment: 0.95, window: 60s}}
+        cold_start: {startup_ms / 1000}s
+        learn: 5s
+        burst_memory: {memory}
+        scale_down_stabilization: {stabilisation}
+"""
+
+
+def start_work(env, **kw):
+    return App(env, sims={}, models=model_yaml(), cache="", scaler=work_yaml(env.sim, **kw),
+               timeouts="total: 60s, first_byte: 40s")
+
+
 def model_yaml(max_wait="30s"):
     # Active probes off: the scaler's routing calls are the only source of replicas here.
     return f"""  - name: m

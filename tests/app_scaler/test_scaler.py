@@ -2,11 +2,12 @@
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import httpx
 
-from scaler_app import ADMIN, KEYS, Load, active, pool, sim_pid, start, wait_counts
+from scaler_app import ADMIN, KEYS, Load, active, pool, sim_pid, sse_events, start, start_work, wait_counts
 
 
 def test_step_warm_pool(env):
@@ -170,3 +171,58 @@ def test_metrics_promtool(env):
         assert text.count("# TYPE tidegate_replicas ") == 1
         r = subprocess.run([env.promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_work_model_burst(env):
+    """The default policy live: a burst of long prompts is priced as prefill work from the
+    gateway's own counts, the fleet grows for it, the burst memory keeps it through a short
+    gap, and it goes back to one replica once the memory has passed; no stream fails."""
+    with start_work(env, min_r=1, max_r=4, startup_ms=1500, memory="20s") as app:
+        wait_counts(app, lambda c: c["active"] == 1 and c["starting"] == 0, 30, "one active")
+        prompt = " ".join(f"word{i}" for i in range(400))  # ~600 tokens: 0.3 s of prefill at 2000 tokens/s
+        headers = {"Authorization": f"Bearer {KEYS['acme']}"}
+        ok, failed, lock = [0], [], threading.Lock()
+        stop_at = time.monotonic() + 12
+
+        def client(i):
+            with httpx.Client(base_url=app.url, timeout=45, headers=headers) as c:
+                for k in range(200):
+                    if time.monotonic() > stop_at:
+                        return
+                    body = {"model": "m", "stream": True, "max_tokens": 8,
+                            "messages": [{"role": "user", "content": f"{i}-{k} {prompt}"}]}
+                    try:
+                        with c.stream("POST", "/v1/chat/completions", json=body) as r:
+                            outcome = "ok" if r.status_code == 200 and sse_events(r)[-1] == "[DONE]" else r.status_code
+                    except httpx.HTTPError as e:
+                        outcome = f"{type(e).__name__}: {e}"
+                    with lock:
+                        if outcome == "ok":
+                            ok[0] += 1
+                        else:
+                            failed.append(outcome)
+
+        threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(8)]
+        for t in threads:
+            t.start()
+        p = wait_counts(app, lambda c: c["active"] + c["starting"] >= 3, 15, "grew under the burst")
+        ups = [d for d in p["decisions"] if d["direction"] == "up"]
+        assert ups, p["decisions"][:3]
+        up = ups[0]  # the newest
+        assert up["reason_code"] in ("work_demand", "burst_memory", "slo_feedback", "rate_limited"), up
+        assert up["work"]["demand_replicas"] > 1, up["work"]
+        assert up["inputs"]["arrival_prompt_tokens"] > 0 and up["inputs"]["arrivals"] > 0, up["inputs"]
+        for t in threads:
+            t.join(40)
+        assert not failed and ok[0] > 40, (ok[0], failed[:5])
+        # Some first tokens were counted against the SLO along the way.
+        assert any((d["inputs"].get("ttft_total") or 0) > 0 for d in pool(app)["decisions"])
+        # The burst has passed: its load stays in the demand window (and the burst memory) for a
+        # while, so the fleet is kept ...
+        time.sleep(4)
+        p = pool(app)
+        assert p["counts"]["active"] >= 3, p["counts"]
+        assert p["decisions"][0]["reason_code"] in ("work_demand", "burst_memory", "stabilised"), p["decisions"][0]
+        # ... and let go once the pool is idle and the stabilisation has passed.
+        p = wait_counts(app, lambda c: c["active"] == 1 and c["draining"] == 0, 60, "back to one replica")
+        print(f"{ok[0]} streams; back to one after the burst memory")
