@@ -154,7 +154,7 @@ void CostAccountingImpl::replica_state(const std::string& replica_id, const std:
                         state, t);
   if (state == ReplicaState::kStopped) replica_states_.erase(replica_id);
   else replica_states_[replica_id] = {model, state};
-  std::map<std::string, double> by_state{{"starting", 0}, {"warm", 0}, {"active", 0}, {"draining", 0}};
+  std::map<std::string, double> by_state{{"starting", 0}, {"warm", 0}, {"active", 0}, {"draining", 0}, {"standby", 0}};
   double warm = 0;
   for (const auto& [id, ms] : replica_states_) {
     by_state[std::string(to_string(ms.second))] += 1;

@@ -10,7 +10,7 @@ namespace tidegate::cost {
 namespace {
 
 constexpr ReplicaState kPricedStates[] = {ReplicaState::kStarting, ReplicaState::kWarm, ReplicaState::kActive,
-                                          ReplicaState::kDraining};
+                                          ReplicaState::kDraining, ReplicaState::kStandby};
 
 bool valid_label_name(const std::string& s) {
   static const std::regex re("[a-zA-Z_][a-zA-Z0-9_]*");
@@ -25,7 +25,7 @@ ReplicaClass parse_class(const std::string& name, const YAML::Node& node, const 
   c.usd_per_hour = yaml_double(node, "usd_per_hour", path, std::nullopt, 0.0);
   const auto fractions = node["state_fraction"];
   const auto explicit_prices = node["state_usd_per_hour"];
-  const std::vector<std::string> state_keys{"starting", "warm", "active", "draining"};
+  const std::vector<std::string> state_keys{"starting", "warm", "active", "draining", "standby"};
   yaml_reject_unknown(fractions, path_join(path, "state_fraction"), state_keys);
   yaml_reject_unknown(explicit_prices, path_join(path, "state_usd_per_hour"), state_keys);
   for (const auto st : kPricedStates) {

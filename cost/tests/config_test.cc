@@ -24,7 +24,7 @@ data_dir: /tmp/x
 replica_classes:
   h100-spot:
     usd_per_hour: 2.0
-    state_fraction: {starting: 1.0, warm: 0.5}
+    state_fraction: {starting: 1.0, warm: 0.5, standby: 0.1}
     state_usd_per_hour: {draining: 0.25}
 models: {llama: h100-spot}
 api_models:
@@ -43,6 +43,7 @@ reporting: {bucket: 30s, horizon: 2d, idle_hint_fraction: 0.2}
   EXPECT_DOUBLE_EQ(cls.usd_per_second[static_cast<int>(ReplicaState::kWarm)], 1.0 / 3600);
   EXPECT_DOUBLE_EQ(cls.usd_per_second[static_cast<int>(ReplicaState::kDraining)], 0.25 / 3600);
   EXPECT_DOUBLE_EQ(cls.usd_per_second[static_cast<int>(ReplicaState::kStopped)], 0.0);
+  EXPECT_DOUBLE_EQ(cls.usd_per_second[static_cast<int>(ReplicaState::kStandby)], 0.2 / 3600);  // the sleeping tier
   EXPECT_EQ(c->model_classes.at("llama"), "h100-spot");
   EXPECT_DOUBLE_EQ(c->api_models.at("gpt-4o").output_usd_per_1m, 10);
   EXPECT_DOUBLE_EQ(c->w_decode, 5);

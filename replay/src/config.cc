@@ -19,7 +19,7 @@ void parse_profile(const YAML::Node& n, const std::string& path, ReplicaProfile&
                       {"name", "cold_start", "warm_promotion", "usd_per_gpu_hour", "gpus_per_replica",
                        "slots_per_replica", "capacity_per_replica", "max_batch", "prefill_tokens_per_s", "decode_base", "decode_per_seq",
                        "kv_capacity_tokens", "max_num_batched_tokens", "decode_per_kv_token", "attention_context_tokens",
-                       "prefix_caching"});
+                       "prefix_caching", "tiers"});
   p.name = yaml_string(n, "name", path, p.name);
   p.cold_start_s = yaml_seconds(n, "cold_start", path, p.cold_start_s);
   p.warm_promotion_s = yaml_seconds(n, "warm_promotion", path, p.warm_promotion_s);
@@ -38,6 +38,12 @@ void parse_profile(const YAML::Node& n, const std::string& path, ReplicaProfile&
   t.prefill_attention_context_tokens =
       yaml_double(n, "attention_context_tokens", path, t.prefill_attention_context_tokens, 0.0, 1e9);
   t.prefix_caching = yaml_bool(n, "prefix_caching", path, t.prefix_caching);
+  if (const auto tiers = n["tiers"]) {
+    // The same keys as the policy's tiers, read by the scaler's parser.
+    YAML::Node wrapper;
+    wrapper["tiers"] = tiers;
+    p.tiers = scaler::parse_policy_config(wrapper, path).tiers;
+  }
   if (!(t.decode_base_s > 0) || t.decode_base_s > 10)
     throw ConfigError(path_join(path, "decode_base"), yaml_line(n), "must be in (0, 10] seconds");
 }
@@ -101,6 +107,7 @@ void align_policy(ReplayConfig& c) {
     p.slo.attainment = std::min(c.options.slo.attainment, 0.9999);
   }
   if (!c.policy_sets_cold_start) p.cold_start_s = c.options.profile.cold_start_s;
+  if (!c.policy_sets_tiers) p.tiers = c.options.profile.tiers;
 }
 
 ReplayConfig default_config() {
@@ -127,6 +134,7 @@ ReplayConfig load_config_text(const std::string& yaml, ReplayConfig c) {
     c.policy_sets_capacity = policy.IsMap() && policy["capacity"];
     c.policy_sets_slo = policy.IsMap() && policy["slo"];
     c.policy_sets_cold_start = policy.IsMap() && policy["cold_start"];
+    c.policy_sets_tiers = policy.IsMap() && policy["tiers"];
   }
   align_policy(c);
   return c;

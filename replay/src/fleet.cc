@@ -13,7 +13,9 @@ Fleet::Fleet(const ReplayOptions& options, std::int32_t prefix_block_tokens)
 }
 
 void Fleet::set_state(Replica& r, StateIndex s, double t) {
-  gpu_seconds_[r.state] += (t - r.state_since) * opt_.profile.gpus_per_replica;
+  // A parked replica bills its tier's share of a GPU-hour.
+  const double price = r.state == kStandby && !opt_.profile.tiers.empty() ? opt_.profile.tiers.front().price_fraction : 1.0;
+  gpu_seconds_[r.state] += (t - r.state_since) * opt_.profile.gpus_per_replica * price;
   r.state = s;
   r.state_since = t;
 }
@@ -84,6 +86,7 @@ void Fleet::complete_transitions(double t) {
   for (auto& r : replicas_) {
     if (r->state != kStarting || r->ready_at > t) continue;
     r->promoting = false;
+    r->waking = false;
     set_state(*r, r->for_warm ? kWarm : kActive, r->ready_at);
   }
 }
@@ -132,6 +135,13 @@ void Fleet::activate(Replica& r, double t) {
     return;
   }
   if (r.state != kWarm) return;  // already routed (or still loading: the controller waits for ready)
+  if (r.woken) {  // a tier's promotion time is to routed: nothing more to wait for
+    r.woken = false;
+    r.for_warm = false;
+    set_state(r, kActive, t);
+    ++scale_events_;
+    return;
+  }
   set_state(r, kStarting, t);
   r.promoting = true;
   r.for_warm = false;
@@ -149,6 +159,24 @@ void Fleet::drain(Replica& r, double t, std::function<void()> on_drained) {
 
 void Fleet::unroute(Replica& r, double t) {
   if (r.state == kDraining && r.in_flight == 0) set_state(r, kWarm, t);
+}
+
+bool Fleet::park(Replica& r, double t) {
+  if (opt_.profile.tiers.empty() || r.state != kWarm) return false;
+  set_state(r, kStandby, t);
+  ++scale_events_;
+  return true;
+}
+
+bool Fleet::wake(Replica& r, double t) {
+  if (r.state != kStandby) return false;
+  set_state(r, kStarting, t);  // billed in full while the weights come back
+  r.waking = true;
+  r.woken = true;
+  r.for_warm = true;
+  r.ready_at = t + opt_.profile.tiers.front().promotion_s;
+  ++scale_events_;
+  return true;
 }
 
 void Fleet::apply(ScaleTarget target, double t) {

@@ -18,6 +18,8 @@ struct Replica {
   StateIndex state = kStarting;
   bool for_warm = false;   // a cold start that lands in the warm pool
   bool promoting = false;  // warm -> active in progress (billed as starting)
+  bool waking = false;     // standby -> warm in progress (not ready yet)
+  bool woken = false;      // woke from standby: its wake-up included the health check, routing is immediate
   double ready_at = 0;
   double state_since = 0;
   int in_flight = 0;
@@ -51,6 +53,8 @@ class Fleet final {
   void activate(Replica& r, double t);  // warm -> routed after warm_promotion_s
   void drain(Replica& r, double t, std::function<void()> on_drained);
   void unroute(Replica& r, double t);   // drained and removed from routing: idle, loaded (warm)
+  bool park(Replica& r, double t);      // warm -> standby (the profile's tier)
+  bool wake(Replica& r, double t);      // standby -> ready again after the tier's promotion
 
   std::vector<std::unique_ptr<Replica>>& replicas() { return replicas_; }
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }

@@ -174,6 +174,7 @@ class Run {
     o.promoting = fleet_.promoting();
     o.warm = fleet_.count(kWarm);
     o.draining = fleet_.count(kDraining);
+    o.standby = fleet_.count(kStandby);
     o.queue_depth = queue_.size();
     o.oldest_wait_s = queue_.empty() ? 0 : t - trace_.requests[queue_.front()].arrival_s;
     o.queue_wait_p90_s = percentile(period_waits_, 0.9);
@@ -322,6 +323,7 @@ const char* state_name(StateIndex s) {
     case kWarm: return "warm";
     case kActive: return "active";
     case kDraining: return "draining";
+    case kStandby: return "standby";
     default: return "unknown";
   }
 }
@@ -343,6 +345,11 @@ void validate(const ReplayOptions& o) {
     fail("capacity_per_replica must be in (0, 1e6]");
   if (o.profile.slots_per_replica < 1 || o.profile.slots_per_replica > 100000)
     fail("slots_per_replica must be in [1, 100000]");
+  if (o.profile.tiers.size() > 1) fail("profile.tiers: one standby tier at most");
+  for (const auto& tier : o.profile.tiers) {
+    if (!(tier.price_fraction >= 0) || tier.price_fraction > 10) fail("tier " + tier.name + ": price_fraction must be in [0, 10]");
+    if (!(tier.promotion_s >= 0) || tier.promotion_s > 7200) fail("tier " + tier.name + ": promotion must be in [0, 7200] s");
+  }
   if (!(o.sample_period_s > 0) || o.sample_period_s > 60) fail("sample period must be in (0, 60] s");
   if (o.initial_active < 0 || o.initial_active > o.replicas_max) fail("initial replicas must be in [0, replicas-max]");
   if (!(o.warmup_s >= 0) || o.warmup_s > 86400) fail("warmup must be in [0, 86400] s");

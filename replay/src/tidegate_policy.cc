@@ -58,7 +58,7 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
   last_ = scaler::decide(cfg_.policy, state_, in);
   if (cfg_.record_decisions) log_.push_back(last_);
   if (!apply) return;
-  controller_->step(obs.t, last_.desired);
+  controller_->step(obs.t, last_.desired, nullptr, last_.desired_tiers.empty() ? 0 : last_.desired_tiers.front());
 }
 
 ScaleTarget TidegatePolicy::decide(const ClusterObservation& obs) {

@@ -47,10 +47,21 @@ scaler::PoolObservation VirtualPool::observe() {
   for (const auto& r : fleet_.replicas()) {
     scaler::ObservedReplica o;
     o.id = name_of(r->id);
-    o.ready = !(r->state == kStarting && !r->promoting);  // loaded (a promotion is only routing)
+    // Loaded: a promotion is only routing; a wake-up is not done until the tier's promotion.
+    o.ready = !(r->state == kStarting && (!r->promoting || r->waking));
     obs.replicas.push_back(std::move(o));
   }
   return obs;
+}
+
+bool VirtualPool::park(const std::string& id) {
+  auto* r = find(id);
+  return r && fleet_.park(*r, now_);
+}
+
+bool VirtualPool::unpark(const std::string& id) {
+  auto* r = find(id);
+  return r && fleet_.wake(*r, now_);
 }
 
 void VirtualPool::activate(const std::string&, const std::string& replica_id, const scaler::Endpoint&) {

@@ -26,6 +26,8 @@ class VirtualPool final : public scaler::Actuator, public scaler::RoutingTarget 
   void stop(const std::string& id) override;
   scaler::PoolObservation observe() override;
   scaler::ActuatorStats stats() const override { return {}; }
+  bool park(const std::string& id) override;
+  bool unpark(const std::string& id) override;
 
   void activate(const std::string& model, const std::string& replica_id, const scaler::Endpoint& endpoint) override;
   void drain(const std::string& model, const std::string& replica_id, std::function<void()> on_drained) override;

@@ -133,8 +133,8 @@ void parse_work_model(const YAML::Node& n, const std::string& path, PolicyConfig
       tier.name = yaml_string(tiers[i], "name", ip);
       tier.price_fraction = yaml_double(tiers[i], "price_fraction", ip, std::nullopt, 0.0, 10.0);
       tier.promotion_s = yaml_seconds(tiers[i], "promotion", ip);
-      for (const auto& other : c.tiers)
-        if (other.name == tier.name) throw ConfigError(path_join(ip, "name"), yaml_line(tiers[i]["name"]), "duplicate tier");
+      if (!c.tiers.empty())
+        throw ConfigError(ip, yaml_line(tiers[i]), "one standby tier at most (the lifecycle has one standby state)");
       c.tiers.push_back(std::move(tier));
     }
   }
@@ -231,7 +231,7 @@ void parse_actuator(const YAML::Node& n, const std::string& path, ModelPoolConfi
   const auto kind = yaml_string(n, "kind", path);
   if (kind == "process") {
     yaml_reject_unknown(n, path, {"kind", "command", "env", "gpus", "gpus_per_replica", "ports", "host", "health_path",
-                                  "health_timeout", "stop_grace", "log_dir"});
+                                  "health_timeout", "stop_grace", "log_dir", "sleep_path", "wake_path", "sleep_timeout"});
     auto& p = pool.process;
     pool.actuator = ActuatorKind::kProcess;
     p.model = pool.model;
@@ -251,11 +251,15 @@ void parse_actuator(const YAML::Node& n, const std::string& path, ModelPoolConfi
     p.health_path = yaml_string(n, "health_path", path, p.health_path);
     p.health_timeout_s = yaml_seconds(n, "health_timeout", path, p.health_timeout_s);
     p.stop_grace_s = yaml_seconds(n, "stop_grace", path, p.stop_grace_s);
+    p.sleep_path = yaml_string(n, "sleep_path", path, p.sleep_path);
+    p.wake_path = yaml_string(n, "wake_path", path, p.wake_path);
+    p.sleep_timeout_s = yaml_seconds(n, "sleep_timeout", path, p.sleep_timeout_s);
     p.log_dir = yaml_string(n, "log_dir", path, "");
   } else if (kind == "kubernetes") {
     yaml_reject_unknown(n, path, {"kind", "api_server", "token_file", "ca_file", "token", "namespace", "deployment",
                                   "service", "warm_deployment", "warm_service", "port_name", "insecure_skip_tls_verify",
-                                  "request_timeout", "retries", "backoff_initial", "backoff_max", "set_pod_deletion_cost"});
+                                  "request_timeout", "retries", "backoff_initial", "backoff_max", "set_pod_deletion_cost",
+                                  "sleep_path", "wake_path", "sleep_timeout"});
     auto& k = pool.kubernetes;
     pool.actuator = ActuatorKind::kKubernetes;
     k.model = pool.model;
@@ -275,6 +279,9 @@ void parse_actuator(const YAML::Node& n, const std::string& path, ModelPoolConfi
     k.backoff_initial_s = yaml_seconds(n, "backoff_initial", path, k.backoff_initial_s);
     k.backoff_max_s = yaml_seconds(n, "backoff_max", path, k.backoff_max_s);
     k.set_pod_deletion_cost = yaml_bool(n, "set_pod_deletion_cost", path, true);
+    k.sleep_path = yaml_string(n, "sleep_path", path, k.sleep_path);
+    k.wake_path = yaml_string(n, "wake_path", path, k.wake_path);
+    k.sleep_timeout_s = yaml_seconds(n, "sleep_timeout", path, k.sleep_timeout_s);
   } else if (kind == "static") {
     yaml_reject_unknown(n, path, {"kind", "endpoints"});
     pool.actuator = ActuatorKind::kStatic;

@@ -113,7 +113,25 @@ class KubernetesActuator final : public Actuator {
 
   ActuatorStats stats() const override { return stats_; }
 
+  bool park(const std::string& id) override { return engine_call(id, config_.sleep_path); }
+  bool unpark(const std::string& id) override { return engine_call(id, config_.wake_path); }
+
  private:
+  bool engine_call(const std::string& id, const std::string& path) {
+    if (path.empty() || config_.sleep_path.empty()) return false;
+    for (const auto& p : pools_)
+      for (const auto& e : p.endpoints) {
+        if (e.id != id) continue;
+        const auto r = http::request("POST", "http://" + e.endpoint.host + ":" + std::to_string(e.endpoint.port) + path,
+                                     {}, "", config_.sleep_timeout_s);
+        if (r.ok() && r.status / 100 == 2) return true;
+        ++stats_.errors;
+        stats_.last_error = id + ": POST " + path + " -> " + (r.ok() ? std::to_string(r.status) : r.error);
+        return false;
+      }
+    return false;
+  }
+
   std::string scale_path(const std::string& deployment) const {
     return "/apis/apps/v1/namespaces/" + config_.ns + "/deployments/" + deployment + "/scale";
   }

@@ -67,7 +67,9 @@ void PoolController::reconcile(double now, const PoolObservation& obs) {
       r.info.endpoint = o->endpoint;
       if (o->ready && r.info.state == ReplicaState::kStarting) {
         const double took = now - r.info.created;
-        if (took > 0) startup_s_ = startup_s_ ? 0.7 * *startup_s_ + 0.3 * took : took;
+        // A wake-up is not a cold start: only new replicas teach the start-up time.
+        if (took > 0 && !r.info.waking) startup_s_ = startup_s_ ? 0.7 * *startup_s_ + 0.3 * took : took;
+        r.info.waking = false;
         set_state(r, ReplicaState::kWarm, now);
       }
       continue;
@@ -147,7 +149,7 @@ void PoolController::expire(double now) {
   forget_stopped();
 }
 
-void PoolController::converge(double now, int desired, const GatewaySignals* gateway) {
+void PoolController::converge(double now, int desired, const GatewaySignals* gateway, int desired_standby) {
   auto of_state = [&](ReplicaState s) {
     std::vector<Record*> out;
     for (auto& r : records_)
@@ -164,11 +166,32 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   int n_active = static_cast<int>(active.size());
 
   // Promote: warm replicas take traffic at once (the point of the pool).
-  for (std::size_t i = 0; n_active < desired && i < warm.size(); ++i, ++n_active) {
-    routing_.activate(model_, warm[i]->info.id, warm[i]->info.endpoint);
-    set_state(*warm[i], ReplicaState::kActive, now);
+  std::size_t promoted = 0;
+  for (; n_active < desired && promoted < warm.size(); ++promoted, ++n_active) {
+    routing_.activate(model_, warm[promoted]->info.id, warm[promoted]->info.endpoint);
+    set_state(*warm[promoted], ReplicaState::kActive, now);
   }
   if (!actuator_.elastic()) return;
+  warm.erase(warm.begin(), warm.begin() + static_cast<std::ptrdiff_t>(promoted));
+
+  // Wake parked replicas for what the warm pool could not cover, before any cold start:
+  // they come back in a promotion time, not a cold start. Loads already in progress count.
+  auto standby = of_state(ReplicaState::kStandby);
+  std::sort(standby.begin(), standby.end(), oldest_first);
+  int on_the_way = 0;
+  for (const auto& r : records_) on_the_way += r.info.state == ReplicaState::kStarting;
+  for (std::size_t i = 0; n_active + on_the_way < desired && i < standby.size(); ++i) {
+    if (!actuator_.unpark(standby[i]->info.id)) {
+      report(now, standby[i]->info.id, "wake_failed", actuator_.stats().last_error);
+      continue;
+    }
+    standby[i]->info.waking = true;
+    standby[i]->info.created = now;  // the startup timeout runs from the wake-up
+    set_state(*standby[i], ReplicaState::kStarting, now);
+    ++on_the_way;
+  }
+  standby = of_state(ReplicaState::kStandby);
+  std::sort(standby.begin(), standby.end(), oldest_first);
 
   // Demote or drain the least busy, youngest active replicas first.
   int warm_to_be = 0;
@@ -183,9 +206,12 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
     std::sort(active.begin(), active.end(), [&](const Record* a, const Record* b) {
       return busy(a) != busy(b) ? busy(a) < busy(b) : a->info.since > b->info.since;
     });
+    int standby_now = 0;
+    for (const auto& r : records_) standby_now += r.info.state == ReplicaState::kStandby;
     for (std::size_t i = 0; n_active > desired && i < active.size(); ++i, --n_active) {
       Record& r = *active[i];
-      r.info.drain_to_warm = warm_to_be < config_.warm_pool_size;
+      // Back to the warm pool, or on to standby (parked once drained), when either is short.
+      r.info.drain_to_warm = warm_to_be < config_.warm_pool_size + std::max(0, desired_standby - standby_now);
       warm_to_be += r.info.drain_to_warm;
       r.drained = std::make_shared<std::atomic<bool>>(false);
       set_state(r, ReplicaState::kDraining, now);
@@ -193,10 +219,26 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
     }
   }
 
-  // Supply: active + warm pool, counting what is already on its way.
+  // Park: ready replicas beyond the warm pool go to standby while it is short (a demotion
+  // drained to warm is parked once it gets there).
+  int n_standby = static_cast<int>(standby.size());
+  {
+    auto ready = of_state(ReplicaState::kWarm);
+    std::sort(ready.begin(), ready.end(), oldest_first);
+    int spare = static_cast<int>(ready.size()) - config_.warm_pool_size;
+    for (std::size_t i = 0; spare > 0 && n_standby < desired_standby && i < ready.size(); ++i) {
+      if (!actuator_.park(ready[i]->info.id)) break;  // no standby mechanism: they stay warm
+      set_state(*ready[i], ReplicaState::kStandby, now);
+      --spare;
+      --warm_to_be;
+      ++n_standby;
+    }
+  }
+
+  // Supply: active + warm pool + standby, counting what is already on its way.
   int starting = 0;
   for (const auto& r : records_) starting += r.info.state == ReplicaState::kStarting;
-  const int need = desired + config_.warm_pool_size - (n_active + warm_to_be + starting);
+  const int need = desired + config_.warm_pool_size + desired_standby - (n_active + warm_to_be + starting + n_standby);
   if (need > 0) {
     int budget = need;
     if (config_.max_parallel_starts > 0) budget = std::min(budget, std::max(0, config_.max_parallel_starts - starting));
@@ -215,6 +257,11 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
     auto spare = of_state(ReplicaState::kWarm);
     std::sort(spare.begin(), spare.end(), oldest_first);
     surplus.insert(surplus.begin(), spare.begin(), spare.end());
+    // Parked replicas beyond the standby wanted go last (youngest first): they cost least.
+    auto parked = of_state(ReplicaState::kStandby);
+    std::sort(parked.begin(), parked.end(), oldest_first);
+    if (static_cast<int>(parked.size()) > desired_standby)
+      surplus.insert(surplus.begin(), parked.begin() + desired_standby, parked.end());
     for (int i = 0; i < -need && !surplus.empty(); ++i) {
       stop_replica(*surplus.back(), now, false);
       surplus.pop_back();
@@ -242,11 +289,11 @@ void PoolController::replace_unhealthy(double now, const GatewaySignals& gateway
   forget_stopped();
 }
 
-void PoolController::step(double now, int desired_active, const GatewaySignals* gateway) {
+void PoolController::step(double now, int desired_active, const GatewaySignals* gateway, int desired_standby) {
   reconcile(now, actuator_.observe());
   expire(now);
   if (gateway) replace_unhealthy(now, *gateway);
-  converge(now, std::max(0, desired_active), gateway);
+  converge(now, std::max(0, desired_active), gateway, std::max(0, desired_standby));
   // A start asked for this tick shows up as a process (or a pending pod) right away.
   reconcile(now, actuator_.observe());
 }
@@ -268,6 +315,7 @@ PoolCounts PoolController::counts() const {
       case ReplicaState::kWarm: ++c.warm; break;
       case ReplicaState::kActive: ++c.active; break;
       case ReplicaState::kDraining: ++c.draining; break;
+      case ReplicaState::kStandby: ++c.standby; break;
       case ReplicaState::kStopped: break;
     }
   }

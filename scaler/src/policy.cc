@@ -143,11 +143,6 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
   }
   // Standby capacity is stabilised the same way, as the plan's total.
   const int plan = hold_highest(st.plan_recommendations, in.t, window, work.any ? work.active + tiers_sum : desired);
-  if (!d.desired_tiers.empty()) {
-    int missing = plan - (desired + std::accumulate(d.desired_tiers.begin(), d.desired_tiers.end(), 0));
-    const auto order = detail::usable_tiers(cfg, cold);
-    if (missing > 0 && !order.empty()) d.desired_tiers[order.back()] += missing;  // the cheapest tier keeps it
-  }
 
   // Step limits.
   if (desired > capacity) {
@@ -185,6 +180,16 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
     d.reason_code = "max_replicas";
     d.reason = "max_replicas " + std::to_string(cfg.max_replicas) + " (wanted " + std::to_string(desired) + ")";
     desired = cfg.max_replicas;
+  }
+  // The cheapest tier holds what the plan's (held) total keeps beyond the active replicas: when
+  // a burst wakes standby replicas, the standby wanted shrinks by as many (no refill churn).
+  if (!d.desired_tiers.empty()) {
+    const auto order = detail::usable_tiers(cfg, cold);
+    if (!order.empty()) {
+      int others = 0;
+      for (std::size_t k = 0; k + 1 < order.size(); ++k) others += d.desired_tiers[order[k]];
+      d.desired_tiers[order.back()] = std::max(0, plan - desired - others);
+    }
   }
   // Standby replicas count against max_replicas too.
   int room = cfg.max_replicas - desired;

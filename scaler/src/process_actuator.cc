@@ -210,7 +210,25 @@ class ProcessActuator final : public Actuator {
 
   ActuatorStats stats() const override { return stats_; }
 
+  bool park(const std::string& id) override { return engine_call(id, config_.sleep_path, false); }
+  bool unpark(const std::string& id) override { return engine_call(id, config_.wake_path, true); }
+
  private:
+  // POSTs to a child's engine; a wake-up makes it unready until its health check passes again.
+  bool engine_call(const std::string& id, const std::string& path, bool wake) {
+    if (path.empty()) return false;
+    for (auto& c : children_) {
+      if (c.id != id || c.exited) continue;
+      const auto r = http::request("POST", "http://" + config_.host + ":" + std::to_string(c.port) + path, {}, "",
+                                   config_.sleep_timeout_s);
+      if (!r.ok() || r.status / 100 != 2)
+        return fail(c.id + ": POST " + path + " -> " + (r.ok() ? std::to_string(r.status) : r.error));
+      if (wake) c.ready = false;
+      return true;
+    }
+    return false;
+  }
+
   bool fail(const std::string& why) {
     ++stats_.errors;
     stats_.last_error = why;

@@ -217,7 +217,8 @@ void Scaler::tick_pool(Pool& p, double t) {
                                   {"starting", d.starting}, {"direction", std::string(to_string(d.direction))},
                                   {"reason", d.reason}});
 
-  p.controller->step(t, d.desired, detail.gateway ? &*detail.gateway : nullptr);
+  p.controller->step(t, d.desired, detail.gateway ? &*detail.gateway : nullptr,
+                     d.desired_tiers.empty() ? 0 : d.desired_tiers.front());
 
   const auto counts = p.controller->counts();
   const auto stats = p.actuator->stats();
@@ -258,7 +259,8 @@ json::object Scaler::admin_state() const {
                                 {"scale_to_zero", pol.scale_to_zero}}},
         {"warm_pool_size", p->config.lifecycle.warm_pool_size},
         {"counts", json::object{{"starting", p->counts.starting}, {"warm", p->counts.warm},
-                                {"active", p->counts.active}, {"draining", p->counts.draining}}},
+                                {"active", p->counts.active}, {"draining", p->counts.draining},
+                                {"standby", p->counts.standby}}},
         {"replicas", std::move(replicas)},
         {"faults", std::move(events)},
         {"missing_signals", std::move(missing)},

@@ -35,6 +35,7 @@ void ScalerMetrics::record(const std::string& model, const Decision& d, const Po
   replicas_.Add({{"model", model}, {"state", "warm"}}).Set(c.warm);
   replicas_.Add({{"model", model}, {"state", "active"}}).Set(c.active);
   replicas_.Add({{"model", model}, {"state", "draining"}}).Set(c.draining);
+  replicas_.Add({{"model", model}, {"state", "standby"}}).Set(c.standby);
   desired_.Add({{"model", model}}).Set(d.desired);
   decisions_.Add({{"model", model}, {"direction", std::string(to_string(d.direction))}, {"reason", d.reason_code}})
       .Increment();

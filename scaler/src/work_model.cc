@@ -279,28 +279,60 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   series.push_back({in.t, d_now, noise});
   double peak = d_now;  // the highest load noise does not explain
   for (const auto& h : series) peak = std::max(peak, h.load - cfg.noise_z * h.noise);
+  // What was running when the scaler started is the operator's estimate of the peak: it counts
+  // as a burst that may come while the history is too short to say otherwise, and for the
+  // whole burst memory when the history shows bursts (within one cold start the load swung by
+  // more than its typical level, so a fleet sized for the usual level cannot follow it; a slow
+  // daily swing can be followed and is not bursty). The next burst may be larger than the ones
+  // seen so far, and a fleet released in a gap cannot come back within it.
+  const double learn = cfg.learn_s > 0 ? cfg.learn_s : std::clamp(15 * cold_start_s, 600.0, 3600.0);
+  const double age = in.t - st.first_t;
+  const double slack = std::max(0.0, tau - x);  // how long a request can queue and still make it
+  const bool bursty =
+      series.size() >= 12 &&
+      largest_swing(series, std::max(kBucketS, cold_start_s - slack), cfg.noise_z) > median_load(series);
+  const double prior_until = bursty ? std::max(learn, cfg.burst_memory_s) : learn;
+  const bool prior = age < prior_until && st.initial_capacity > 0;
+  double prior_load = 0;  // the largest load the starting fleet serves within the SLO
+  if (prior) {
+    double lo = 0, hi = static_cast<double>(st.initial_capacity);
+    for (int i = 0; i < 40; ++i) {
+      const double mid = (lo + hi) / 2;
+      (for_load(mid) <= st.initial_capacity ? lo : hi) = mid;
+    }
+    prior_load = lo;
+  }
+  // Load that may arrive within `horizon` seconds: none can before any time has passed.
   auto load_within = [&](double horizon) {
+    if (horizon <= 0) return d;
     const double swing = largest_swing(series, std::max(horizon, kBucketS), cfg.noise_z);
-    return std::min(d_now + swing, peak) * headroom;
+    return std::max(std::min(d_now + swing, peak) * headroom, prior ? prior_load : 0.0);
   };
-  // The future needs the load it may reach; what binds now (KV, slots, a backlog) is a state of
-  // the present, so the two are not added.
-  auto plan_at = [&](double horizon) { return std::max(base, for_load(load_within(horizon))); };
-  // Requests can queue for tau - x: capacity that arrives within that slack is in time.
-  const double slack = std::max(0.0, tau - x);
+  // What capacity must be in place before more can arrive `p` seconds into a swing: requests
+  // that come meanwhile are sent to the replicas there are (and stay in their queues when more
+  // arrive), so those must do the swing's first p seconds of work within p + slack. The
+  // future needs the load it may reach; what binds now (KV, slots, a backlog) is a state of the
+  // present, so the two are not added.
+  // After a cold start the fleet must carry the swing's load in full (with its queueing headroom).
+  auto plan_at = [&](double p, bool last) {
+    const double share = last || p + slack <= 0 ? 1.0 : p / (p + slack);
+    return std::max(base, for_load(d + std::max(0.0, load_within(p) - d) * share));
+  };
   const auto tiers = usable_tiers(cfg, cold_start_s);
   auto edge = [&](std::size_t k) { return k < tiers.size() ? cfg.tiers[tiers[k]].promotion_s : cold_start_s; };
-  int active = std::max(base, plan_at(std::max(0.0, edge(0) - slack)));
+  int active = std::max(base, plan_at(edge(0), tiers.empty()));
   int cum = active;
   for (std::size_t k = 0; k < tiers.size(); ++k) {
-    const int next = std::max(cum, plan_at(std::max(0.0, edge(k + 1) - slack)));
+    const int next = std::max(cum, plan_at(edge(k + 1), k + 1 == tiers.size()));
     out.tiers[tiers[k]] = next - cum;
     cum = next;
   }
   const int margin_replicas = cum - base;
 
   out.reason_code = "work_demand";
-  if (margin_replicas > 0) out.reason_code = "burst_memory";
+  const bool prior_binds = prior && for_load(prior_load) >= cum && cum > base;
+  if (prior_binds) out.reason_code = "learning";
+  else if (margin_replicas > 0) out.reason_code = "burst_memory";
   else if (headroom > 1 && c_prefill > for_load(d_now)) out.reason_code = "slo_feedback";
 
   // ---- floors ----------------------------------------------------------------------------
@@ -330,25 +362,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       out.reason_code = "predictive";
     }
   }
-  // What was running when the scaler started is the operator's estimate of the peak. Keep it
-  // while the history is too short to say otherwise, and for the whole burst memory when the
-  // history shows bursts (a peak over twice the typical load): the next burst may be larger
-  // than the ones seen so far, and a fleet released in a gap cannot come back within it.
-  const double learn = cfg.learn_s > 0 ? cfg.learn_s : std::clamp(15 * cold_start_s, 600.0, 3600.0);
-  const double age = in.t - st.first_t;
-  // Bursty: within one cold start the load has swung by more than its typical level, so a
-  // fleet sized for the usual level, with usual headroom, cannot follow it (a slow daily or
-  // hourly swing can be followed and is not bursty).
-  const bool bursty =
-      series.size() >= 12 &&
-      largest_swing(series, std::max(kBucketS, cold_start_s - slack), cfg.noise_z) > median_load(series);
-  const double prior_until = bursty ? std::max(learn, cfg.burst_memory_s) : learn;
-  if (age < prior_until && st.initial_capacity > active) {
-    floors += std::string("; ") + (age < learn ? "learning" : "bursty demand") + ": holding the starting " +
-              std::to_string(st.initial_capacity) + " for " + num(prior_until - age, 0) + "s more";
-    raise_active(st.initial_capacity);
-    out.reason_code = "learning";
-  }
+  std::string prior_note;
+  if (prior_binds)
+    prior_note = std::string("; ") + (age < learn ? "learning" : "bursty demand") + ": holding the starting " +
+                 std::to_string(st.initial_capacity) + " for " + num(prior_until - age, 0) + "s more";
 
   // Under bursty demand the held plan already covers the bursts seen; going beyond it while the
   // measured attainment meets the SLO buys nothing the users notice (the miss budget is there to
@@ -404,7 +421,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   for (std::size_t k = 0; k < tiers.size(); ++k)
     if (out.tiers[tiers[k]] > 0)
       out.reason += ", " + std::to_string(out.tiers[tiers[k]]) + " of them " + cfg.tiers[tiers[k]].name;
-  out.reason += floors;
+  out.reason += prior_note + floors;
   return out;
 }
 

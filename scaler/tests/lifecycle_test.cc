@@ -37,6 +37,19 @@ class FakeActuator final : public Actuator {
     return o;
   }
   ActuatorStats stats() const override { return {}; }
+  bool can_park = true;
+  std::vector<std::string> parked, woken;
+  bool park(const std::string& id) override {
+    if (!can_park) return false;
+    parked.push_back(id);
+    return true;
+  }
+  bool unpark(const std::string& id) override {
+    woken.push_back(id);
+    for (auto& r : live)
+      if (r.id == id) r.ready = false;  // not ready until the engine is awake
+    return can_park;
+  }
 
   void materialise(const std::string& id) {
     --pending;
@@ -94,6 +107,57 @@ TEST_F(Fixture, ColdStartActivatesOnceHealthy) {
   pool->step(2, 2);
   EXPECT_EQ(pool->counts().active, 2);
   EXPECT_EQ(routing.activated.size(), 2u);
+}
+
+TEST_F(Fixture, StandbyParksWakesAndIsBilledAsItsOwnState) {
+  auto pool = make(0);
+  pool->step(0, 1, nullptr, 2);  // one active, two parked
+  EXPECT_EQ(act.starts, 3);
+  act.ready_all();
+  pool->step(1, 1, nullptr, 2);
+  EXPECT_EQ(pool->counts().active, 1);
+  EXPECT_EQ(pool->counts().standby, 2);
+  EXPECT_EQ(act.parked.size(), 2u);
+  EXPECT_EQ(std::count_if(transitions.begin(), transitions.end(),
+                          [](const auto& t) { return t.second == ReplicaState::kStandby; }),
+            2);
+  // A burst: parked replicas are woken before any cold start, and no refill is started for
+  // the standby the plan no longer wants.
+  pool->step(2, 3, nullptr, 0);
+  EXPECT_EQ(act.woken.size(), 2u);
+  EXPECT_EQ(act.starts, 3);
+  EXPECT_EQ(pool->counts().starting, 2);
+  pool->step(3, 3, nullptr, 0);
+  EXPECT_EQ(pool->counts().active, 1) << "not routed before the engine is awake";
+  act.ready_all();
+  pool->step(4, 3, nullptr, 0);
+  EXPECT_EQ(pool->counts().active, 3);
+  EXPECT_EQ(act.starts, 3);
+  // Back down: drained to warm, then parked, not stopped.
+  pool->step(5, 1, nullptr, 2);
+  EXPECT_EQ(pool->counts().draining, 2);
+  for (const auto& id : routing.drained) routing.finish(id);
+  pool->step(6, 1, nullptr, 2);
+  pool->step(7, 1, nullptr, 2);
+  EXPECT_EQ(pool->counts().standby, 2);
+  EXPECT_TRUE(act.stopped.empty());
+  // Fewer wanted: the surplus parked replica is stopped.
+  pool->step(8, 1, nullptr, 1);
+  EXPECT_EQ(pool->counts().standby, 1);
+  EXPECT_EQ(act.stopped.size(), 1u);
+}
+
+TEST_F(Fixture, WithoutAStandbyMechanismReplicasStayWarm) {
+  act.can_park = false;
+  auto pool = make(0);
+  pool->step(0, 1, nullptr, 2);
+  act.ready_all();
+  pool->step(1, 1, nullptr, 2);
+  EXPECT_EQ(pool->counts().standby, 0);
+  EXPECT_EQ(pool->counts().warm, 2);  // kept ready (billed as warm) rather than lost
+  EXPECT_EQ(act.starts, 3);
+  pool->step(2, 1, nullptr, 2);
+  EXPECT_EQ(act.starts, 3) << "no start loop for a standby that cannot be parked";
 }
 
 TEST_F(Fixture, WarmPoolPromotesAtOnceAndRefills) {

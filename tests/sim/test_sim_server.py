@@ -324,6 +324,29 @@ def case_prefix_cache():
         assert metric(httpx.get(s.url + "/metrics", timeout=5).text, "vllm:prefix_cache_hits_total") == 0
 
 
+def case_sleep_mode():
+    # vLLM's sleep mode: asleep the engine refuses work but stays healthy; a wake-up takes
+    # --wake-ms, /health says 503 meanwhile, then it serves again.
+    with Sim(BIN, "--ttft-ms", 0, "--tpot-ms", 0, "--wake-ms", 600) as s:
+        assert post(s.url, "/v1/chat/completions", CHAT).status_code == 200
+        assert httpx.post(s.url + "/sleep?level=1", timeout=5).status_code == 200
+        assert httpx.get(s.url + "/is_sleeping", timeout=5).json() == {"is_sleeping": True}
+        assert httpx.get(s.url + "/health", timeout=5).status_code == 200
+        r = post(s.url, "/v1/chat/completions", CHAT)
+        assert r.status_code == 503 and "asleep" in r.json()["error"]["message"], r.text
+        woke = time.monotonic()
+        assert httpx.post(s.url + "/wake_up", timeout=5).status_code == 200
+        assert httpx.get(s.url + "/is_sleeping", timeout=5).json() == {"is_sleeping": False}
+        assert httpx.get(s.url + "/health", timeout=5).status_code == 503
+        deadline = time.monotonic() + 5
+        while httpx.get(s.url + "/health", timeout=5).status_code != 200:
+            assert time.monotonic() < deadline, "never woke"
+            time.sleep(0.02)
+        assert time.monotonic() - woke >= 0.55
+        assert post(s.url, "/v1/chat/completions", CHAT).status_code == 200
+        assert httpx.get(s.url + "/sleep", timeout=5).status_code == 405
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 if __name__ == "__main__":

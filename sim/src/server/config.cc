@@ -47,6 +47,7 @@ std::string usage_text() {
   --block-size N          prefix-cache block size in tokens (default 16)
   --no-prefix-caching     turn automatic prefix caching off
   --startup-ms X          simulated model load; /health is 503 until done (default 0)
+  --wake-ms X             sleep mode: POST /wake_up to serving again (default 2000)
   --echo                  replies start with the last user message verbatim
   --seed N                seeds reply lengths, words and fault injection (default 1)
   --fail-rate F           fraction of POSTs answered 500 (default 0)
@@ -86,6 +87,7 @@ std::shared_ptr<const ServerConfig> parse_flags(int argc, char** argv) {
     else if (flag == "--max-num-batched-tokens") cfg->timing.max_num_batched_tokens = to_int(flag, v, 0);
     else if (flag == "--block-size") cfg->timing.prefix_block_tokens = static_cast<std::int32_t>(to_int(flag, v, 1));
     else if (flag == "--startup-ms") cfg->timing.startup_s = to_double(flag, v, 0) / 1000;
+    else if (flag == "--wake-ms") cfg->wake_s = to_double(flag, v, 0) / 1000;
     else if (flag == "--seed") cfg->seed = static_cast<std::uint64_t>(to_int(flag, v, 0));
     else if (flag == "--fail-rate") cfg->fail_rate = to_double(flag, v, 0);
     else if (flag == "--die-after") cfg->die_after = to_int(flag, v, 0);

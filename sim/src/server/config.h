@@ -19,6 +19,7 @@ struct ServerConfig {
   std::int64_t die_after = 0;      // 0 = never; else _exit once the Nth POST has started
   std::int32_t max_tokens_default = 64;  // replies without max_tokens get 1..this tokens
   int threads = 2;
+  double wake_s = 2.0;             // sleep mode: POST /wake_up to serving again
   int embedding_dim = 384;         // all-MiniLM-L6-v2's width, so cache code sees real shapes
   std::uint64_t max_body_bytes = 64ull << 20;
 };

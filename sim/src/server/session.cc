@@ -70,8 +70,20 @@ void Session::route() {
   if (target == "/health") {
     if (!get) return respond_error({405, "method not allowed", "invalid_request_error", ""});
     if (!state_.engine.loaded()) return respond_error({503, "model is loading", "ServiceUnavailableError", ""});
+    if (state_.waking()) return respond_error({503, "model is waking up", "ServiceUnavailableError", ""});
+    return respond(200, "application/json", "");  // asleep is healthy, as in vLLM
+  }
+  if (target == "/sleep" || target == "/wake_up") {
+    if (!post) return respond_error({405, "method not allowed", "invalid_request_error", ""});
+    if (target == "/sleep") {
+      state_.asleep = true;
+    } else if (state_.asleep.exchange(false)) {
+      state_.awake_at = state_.engine.now() + cfg.wake_s;  // weights back from host memory
+    }
     return respond(200, "application/json", "");
   }
+  if (target == "/is_sleeping" && get)
+    return respond(200, "application/json", std::string("{\"is_sleeping\":") + (state_.asleep ? "true" : "false") + "}");
   if (target == "/metrics" && get)
     return respond(200, "text/plain; version=0.0.4; charset=utf-8", state_.metrics.render(cfg.model, state_.engine.gauges(), state_.engine.prefix_cache_stats()));
   if (target == "/v1/models" && get) return respond(200, "application/json", models_body(cfg, state_.created));
@@ -81,6 +93,8 @@ void Session::route() {
   const bool embeddings = target == "/v1/embeddings";
   if (!chat && !completions && !embeddings) return respond_error({404, "Not Found", "NotFoundError", ""});
   if (!post) return respond_error({405, "method not allowed", "invalid_request_error", ""});
+  if (state_.asleep || state_.waking())
+    return respond_error({503, state_.asleep ? "engine is asleep" : "engine is waking up", "ServiceUnavailableError", ""});
 
   // Fault injection counts generation and embedding POSTs only: probes and scrapes never kill it.
   const std::int64_t n = state_.posts_started.fetch_add(1) + 1;

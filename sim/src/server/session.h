@@ -30,6 +30,11 @@ struct ServerState {
   std::atomic<std::int64_t> posts_started{0};
   std::atomic<std::uint64_t> next_reply_id{1};
   std::int64_t created = 0;  // unix seconds at start, the "created" of every object
+  // vLLM's sleep mode (POST /sleep, POST /wake_up, GET /is_sleeping): asleep, the engine
+  // refuses work; a wake-up takes --wake-ms, during which /health answers 503.
+  std::atomic<bool> asleep{false};
+  std::atomic<double> awake_at{0};  // engine time at which the last wake-up completes
+  bool waking() const { return engine.now() < awake_at.load(); }
 };
 
 class Session final : public EventSink, public std::enable_shared_from_this<Session> {

@@ -20,7 +20,7 @@
 namespace tidegate::cost {
 
 // USD per second for each ReplicaState (indexed by the enum; kStopped is always 0).
-using StateRates = std::array<double, 5>;
+using StateRates = std::array<double, kReplicaStateCount>;
 
 struct ReplicaClass {
   std::string name;

@@ -16,7 +16,8 @@ struct ReplayConfig {
   HpaConfig hpa;
   KpaConfig kpa;
   // Which parts of the policy the config file set itself; the rest follows the profile and SLO.
-  bool policy_sets_capacity = false, policy_sets_slo = false, policy_sets_cold_start = false;
+  bool policy_sets_capacity = false, policy_sets_slo = false, policy_sets_cold_start = false,
+       policy_sets_tiers = false;
 };
 
 // Re-derives what the policy did not set (capacity from the profile, SLO, cold start) and its

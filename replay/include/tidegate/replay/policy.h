@@ -24,6 +24,7 @@ struct ClusterObservation {
   int promoting = 0;
   int warm = 0;
   int draining = 0;
+  int standby = 0;              // parked in the standby tier
   // The gateway's admission queue (requests not yet sent to a replica).
   std::size_t queue_depth = 0;
   double oldest_wait_s = 0;

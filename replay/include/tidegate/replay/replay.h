@@ -10,6 +10,7 @@
 
 #include "tidegate/replay/policy.h"
 #include "tidegate/replay/trace.h"
+#include "tidegate/scaler/policy.h"
 #include "tidegate/sim/timing_model.h"
 
 namespace tidegate::replay {
@@ -26,6 +27,9 @@ struct ReplicaProfile {
   // Requests in flight one replica sustains within the SLO: the "100 %" of the utilisation
   // and concurrency baselines (HPA, KPA), so they and Tidegate share a notion of capacity.
   double capacity_per_replica = 16;
+  // A standby tier (at most one): a parked replica bills price_fraction of a GPU-hour and is
+  // ready again promotion_s after a wake-up. None by default.
+  std::vector<scaler::WarmTier> tiers;
 };
 
 struct Slo {
@@ -63,7 +67,7 @@ struct TimelineRow {
   double ttft_p99_s = 0;  // of first tokens within the bucket
 };
 
-enum StateIndex { kStarting = 0, kWarm, kActive, kDraining, kStateCount };
+enum StateIndex { kStarting = 0, kWarm, kActive, kDraining, kStandby, kStateCount };
 
 struct ReplaySummary {
   std::string policy;
@@ -71,6 +75,7 @@ struct ReplaySummary {
   std::size_t completed = 0;
   std::size_t rejected = 0;  // prompt larger than a replica's KV capacity
   double duration_s = 0;     // virtual time until the last request finished
+  // GPU-hour equivalents: a standby replica's hour counts as its tier's price fraction.
   std::array<double, kStateCount> gpu_hours_by_state{};
   double gpu_hours = 0;
   double cost_usd = 0;

@@ -45,6 +45,12 @@ class Actuator {
   virtual void stop(const std::string& id) = 0;
   virtual PoolObservation observe() = 0;
   virtual ActuatorStats stats() const = 0;
+
+  // The standby tier: park a ready, unrouted replica (its engine asleep, GPU memory released:
+  // vLLM's POST /sleep) and wake it again (POST /wake_up); it reports not ready until awake.
+  // False when the actuator or the engine cannot; the replica then stays as it was.
+  virtual bool park(const std::string& id) { return false; }
+  virtual bool unpark(const std::string& id) { return false; }
 };
 
 }  // namespace tidegate::scaler

@@ -24,6 +24,11 @@ struct ProcessActuatorConfig {
   double health_timeout_s = 0.3;
   double stop_grace_s = 10;
   std::string log_dir;  // child stdout/stderr to <log_dir>/<replica>.log; empty = /dev/null
+  // The standby tier, through the engine's own API (vLLM with --enable-sleep-mode; tidegate-sim):
+  // POSTed to the replica. Empty: no standby (park() fails, replicas stay warm).
+  std::string sleep_path = "/sleep?level=1";
+  std::string wake_path = "/wake_up";
+  double sleep_timeout_s = 30;  // vLLM answers /sleep and /wake_up once done
 };
 
 struct KubernetesActuatorConfig {
@@ -45,6 +50,11 @@ struct KubernetesActuatorConfig {
   double backoff_initial_s = 0.2;
   double backoff_max_s = 5;
   bool set_pod_deletion_cost = true;  // so the Deployment removes the pod we drained
+  // The standby tier through the engine's API at the pod's address (see ProcessActuatorConfig);
+  // the pod's readiness probe should pass while asleep (vLLM's /health does).
+  std::string sleep_path;  // e.g. /sleep?level=1; empty: no standby
+  std::string wake_path = "/wake_up";
+  double sleep_timeout_s = 30;
 };
 
 struct StaticActuatorConfig {

@@ -40,6 +40,7 @@ struct ReplicaInfo {
   double created = 0;         // asked for / first seen
   bool placeholder = false;   // asked for, not visible yet (Kubernetes pending pod)
   bool drain_to_warm = false; // demotion: back to the warm pool once drained
+  bool waking = false;        // starting again from standby (not a new replica)
   double unhealthy_since = -1; // gateway reports it unhealthy since (active only)
 };
 
@@ -52,7 +53,7 @@ struct PoolEvent {
 };
 
 struct PoolCounts {
-  int starting = 0, warm = 0, active = 0, draining = 0;
+  int starting = 0, warm = 0, active = 0, draining = 0, standby = 0;
 };
 
 class PoolController final {
@@ -64,9 +65,9 @@ class PoolController final {
   PoolController& operator=(const PoolController&) = delete;
 
   // One control step: reconcile with what the actuator sees, then move toward
-  // `desired_active` routed replicas plus the warm pool. `gateway` (optional) picks the
-  // least busy replica to drain.
-  void step(double now, int desired_active, const GatewaySignals* gateway = nullptr);
+  // `desired_active` routed replicas plus the warm pool plus `desired_standby` parked ones.
+  // `gateway` (optional) picks the least busy replica to drain.
+  void step(double now, int desired_active, const GatewaySignals* gateway = nullptr, int desired_standby = 0);
 
   // Stops routing and stops every replica (shutdown); drains are not awaited.
   void shutdown(double now);
@@ -91,7 +92,7 @@ class PoolController final {
   void reconcile(double now, const PoolObservation& obs);
   void expire(double now);
   void replace_unhealthy(double now, const GatewaySignals& gateway);
-  void converge(double now, int desired_active, const GatewaySignals* gateway);
+  void converge(double now, int desired_active, const GatewaySignals* gateway, int desired_standby);
   void stop_replica(Record& r, double now, bool routed);
   void report(double now, const std::string& id, const std::string& kind, const std::string& detail);
   void forget_stopped();
