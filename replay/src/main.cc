@@ -73,7 +73,15 @@ void report_trace(const tr::Trace& trace, const tr::CliArgs& args) {
                  trace.requests.size(), trace.duration_s());
 }
 
-void warn_about(const tr::ReplayOptions& o, const tr::Trace& trace) {
+void warn_about(const tr::ReplayOptions& o, const tr::Trace& trace, const tidegate::scaler::PolicyConfig& policy) {
+  for (const auto& tier : policy.tiers) {
+    if (tier.price_fraction >= 1)
+      std::fprintf(stderr, "note: tier %s costs %.2fx an active replica: the policy never uses it\n", tier.name.c_str(),
+                   tier.price_fraction);
+    else if (tier.promotion_s >= o.profile.cold_start_s)
+      std::fprintf(stderr, "note: tier %s wakes in %.0f s, no faster than a cold start: the policy never uses it\n",
+                   tier.name.c_str(), tier.promotion_s);
+  }
   if (o.profile.cold_start_s > trace.duration_s())
     std::fprintf(stderr,
                  "warning: the cold start (%.0f s) is longer than the trace (%.0f s): no replica started during it can "
@@ -178,7 +186,7 @@ int run(const tr::CliArgs& args) {
   po.load_factor = args.load_factor;
   const auto trace = tr::make_variant(tr::parse_trace_file(args.trace, po), tr::parse_variant(args.variant));
   report_trace(trace, args);
-  warn_about(cfg.options, trace);
+  warn_about(cfg.options, trace, cfg.tidegate.policy);
 
   auto options = cfg.options;
   const tr::StaticSearchResult fixed = tr::cheapest_static(trace, cfg.options);

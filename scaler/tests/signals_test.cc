@@ -144,6 +144,66 @@ TEST(Sampler, MergesGatewayAndEnginesAndReportsMissingOnce) {
   EXPECT_EQ(sampler.missing().count("engine.running"), 0u);
 }
 
+TEST(Sampler, WorkSignalsAreDifferencedAndTtftReadAtTheSlo) {
+  std::map<std::string, std::string> bodies;
+  auto engine = [](double queries, double hits) {
+    return "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"
+           "vllm:prefix_cache_queries_total " + std::to_string(queries) + "\nvllm:prefix_cache_hits_total " +
+           std::to_string(hits) + "\n";
+  };
+  bodies["http://10.0.0.1:8000/metrics"] = engine(1000, 100);
+  Fetcher fetch = [&](const std::string& url) -> std::optional<std::string> {
+    const auto it = bodies.find(url);
+    return it == bodies.end() ? std::nullopt : std::optional(it->second);
+  };
+  SamplerConfig cfg;
+  cfg.model = "llama";
+  cfg.nvml = false;
+  cfg.ttft_slo_s = 1.25;  // between the 1 s and 1.5 s bounds
+  cfg.kv_tokens_per_replica = 400000;
+  SignalSampler sampler(cfg, fetch);
+  FixedSource gw;
+  gw.value.arrivals_total = 100;
+  gw.value.arrival_prompt_tokens_total = 50000;
+  gw.value.queued_prompt_tokens = 1200;
+  auto first = sampler.sample(&gw, {{"10.0.0.1", 8000}});
+  EXPECT_FALSE(first.arrivals) << "a first sample has nothing to difference against";
+  EXPECT_FALSE(first.prefix_hit_ratio);
+  EXPECT_EQ(first.prefill_backlog_tokens, 1200);
+  EXPECT_EQ(first.kv_used_tokens, 200000);
+
+  gw.value.arrivals_total = 110;
+  gw.value.arrival_prompt_tokens_total = 56000;
+  gw.value.prompt_sizes_total[PromptSizes::bucket_of(600)] = 10;
+  const std::size_t one_s = 6, one_and_half = 7;  // kTtftBounds indices of 1 s and 1.5 s
+  ASSERT_EQ(kTtftBounds[one_s], 1.0);
+  ASSERT_EQ(kTtftBounds[one_and_half], 1.5);
+  gw.value.ttft_total = 10;
+  for (std::size_t i = 0; i < kTtftBounds.size(); ++i) gw.value.ttft_le_total[i] = i < one_s ? 0 : i == one_s ? 6 : 8;
+  bodies["http://10.0.0.1:8000/metrics"] = engine(3000, 1100);
+  const auto s = sampler.sample(&gw, {{"10.0.0.1", 8000}});
+  EXPECT_EQ(s.arrivals, 10);
+  EXPECT_EQ(s.arrival_prompt_tokens, 6000);
+  ASSERT_TRUE(s.arrival_prompt_sizes);
+  EXPECT_EQ((*s.arrival_prompt_sizes)[PromptSizes::bucket_of(600)], 10);
+  EXPECT_EQ(s.ttft_total, 10);
+  EXPECT_DOUBLE_EQ(*s.ttft_met, 7);  // 6 within 1 s, 8 within 1.5 s: halfway at 1.25 s
+  EXPECT_DOUBLE_EQ(*s.prefix_hit_ratio, 0.5);  // (1100 - 100) / (3000 - 1000)
+
+  // A gateway restart resets its counters: no negative difference, the next sample resumes.
+  gw.value.arrivals_total = 3;
+  gw.value.ttft_total = 0;
+  EXPECT_FALSE(sampler.sample(&gw, {{"10.0.0.1", 8000}}).arrivals);
+
+  // An engine without prefix-cache metrics: reported once, nothing taken as cached.
+  bodies["http://10.0.0.1:8000/metrics"] = "llamacpp:requests_processing 1\nllamacpp:requests_deferred 0\n";
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(sampler.sample(&gw, {{"10.0.0.1", 8000}}).prefix_hit_ratio);
+  EXPECT_EQ(sampler.missing().count("engine.prefix_cache"), 1u);
+  // SGLang's gauge stands in for the counters.
+  bodies["http://10.0.0.1:8000/metrics"] = "sglang:num_running_reqs 2\nsglang:cache_hit_rate 0.3\n";
+  EXPECT_DOUBLE_EQ(*sampler.sample(&gw, {{"10.0.0.1", 8000}}).prefix_hit_ratio, 0.3);
+}
+
 TEST(Sampler, WorksWithoutGatewayOrEngines) {
   SamplerConfig cfg;
   cfg.model = "llama";
