@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "demand.h"
 #include "tidegate/scaler/policy.h"
 
 namespace tidegate::scaler::detail {
@@ -21,12 +22,5 @@ struct WorkPlan {
 
 WorkPlan plan_work(const PolicyConfig& config, PolicyState& state, const PolicyInput& input, double cold_start_s);
 
-// Tiers the plan may use, sorted by promotion time: faster than a cold start, cheaper than
-// an active replica and than every faster tier. Indices into config.tiers.
-std::vector<std::size_t> usable_tiers(const PolicyConfig& config, double cold_start_s);
-
-// Largest rise or fall of the load over any window of `horizon_s` that noise does not explain:
-// max over windows of (max of load - z noise) - (min of load + z noise); 0 when none.
-double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z);
 
 }  // namespace tidegate::scaler::detail

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""When does a standby tier pay off? (issue 16)
+
+The same rows with and without a standby tier (an engine asleep: a price fraction of an active
+replica, awake after a promotion time), for a short and a long TTFT SLO, smooth and bursty
+traffic. A tier at full price, or slower than a cold start, is never used (the policy says so).
+
+  bench/replay/tiers.py [--bin build/bin/tidegate-replay] [--out bench/replay/tiers.md]
+"""
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "traces"))
+TRACES = {
+    "azure (TTFT 1 s)": (os.path.join(DATA, "azure_conv_2023.csv"), "configs/replay-azure.yaml"),
+    "mooncake (TTFT 10 s)": (os.path.join(DATA, "mooncake_synthetic.jsonl"), "configs/replay-mooncake-h100.yaml"),
+}
+TIERS = [None, (0.1, 2), (0.3, 2), (0.1, 5), (0.3, 5), (1.0, 2)]
+
+
+def run(binary, trace, config, variant, tier, tmp):
+    cfg = os.path.join(ROOT, config)
+    if tier:
+        with open(cfg) as f:
+            text = f.read()
+        text = text.replace("    kv_capacity_tokens:", f"    tiers: [{{name: sleeping, price_fraction: {tier[0]}, "
+                                                        f"promotion: {tier[1]}s}}]\n    kv_capacity_tokens:", 1)
+        if "tiers:" not in text:
+            text = text.replace("  profile:\n", f"  profile:\n    tiers: [{{name: sleeping, price_fraction: {tier[0]}, "
+                                                f"promotion: {tier[1]}s}}]\n", 1)
+        cfg = os.path.join(tmp, f"{abs(hash((config, tier)))}.yaml")
+        with open(cfg, "w") as f:
+            f.write(text)
+    cmd = [binary, "--trace", trace, "--config", cfg, "--variant", variant, "--replicas-max", "128", "--json",
+           "--no-progress", "--threads", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-1500:])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
+    ap.add_argument("--out", default=os.path.join(HERE, "tiers.md"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    args = ap.parse_args()
+    if not all(os.path.exists(p) for p, _ in TRACES.values()):
+        print("tiers: shared traces not found, skipped")
+        return 0
+    jobs = [(name, v, tier) for name in TRACES for v in ("none", "onoff") for tier in TIERS]
+    with tempfile.TemporaryDirectory() as tmp, cf.ThreadPoolExecutor(args.jobs) as pool:
+        futs = {pool.submit(run, args.bin, TRACES[n][0], TRACES[n][1], v, t, tmp): (n, v, t) for n, v, t in jobs}
+        res = {futs[f]: f.result() for f in cf.as_completed(futs)}
+    lines = ["| trace | variant | standby tier (price, wake) | TTFT att % | GPU-h equiv. | vs no tier | standby GPU-h equiv. | SLO |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for n, v, t in jobs:
+        s, base = res[(n, v, t)], res[(n, v, None)]
+        tier = "none" if t is None else f"{t[0]:.1f}, {t[1]} s"
+        lines.append(f"| {n} | {v} | {tier} | {s['ttft_slo_attainment']*100:.2f} | {s['gpu_hours']:.3f} | "
+                     f"{s['gpu_hours']/base['gpu_hours']:.3f} | {s['gpu_hours_by_state']['standby']:.3f} | "
+                     f"{'yes' if s['meets_slo'] else 'no'} |")
+    text = "\n".join(lines) + "\n"
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+#include "demand.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tidegate::scaler::detail {
+
+Window window(const std::deque<PolicyState::WorkSample>& work, double since) {
+  Window w;
+  for (const auto& s : work) {
+    if (s.t <= since) continue;
+    w.span += s.dt;
+    w.arrivals += s.arrivals;
+    w.tokens += s.tokens;
+  }
+  return w;
+}
+
+void record_history(const PolicyConfig& cfg, PolicyState& st, double t, double load, double noise,
+                    double cold_start_s) {
+  if (st.bucket_start < 0) st.bucket_start = t;
+  if (t - st.bucket_start >= kBucketS && st.bucket_n > 0) {
+    st.history.push_back({st.bucket_start, st.bucket_sum / st.bucket_n, std::sqrt(st.bucket_var / st.bucket_n)});
+    st.bucket_start = t;
+    st.bucket_sum = st.bucket_var = 0;
+    st.bucket_n = 0;
+  }
+  st.bucket_sum += load;
+  st.bucket_var += noise * noise;
+  ++st.bucket_n;
+  const double keep = std::max(cfg.burst_memory_s, cfg.predictive_period_s + cold_start_s + cfg.slo.ttft_s + kBucketS);
+  while (!st.history.empty() && st.history.front().t < t - keep) st.history.pop_front();
+}
+
+double median_load(const std::deque<PolicyState::LoadSample>& series) {
+  if (series.empty()) return 0;
+  std::vector<double> v;
+  v.reserve(series.size());
+  for (const auto& s : series) v.push_back(s.load);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+Episodes episodes(const std::deque<PolicyState::LoadSample>& series, double level) {
+  Episodes e;
+  double start = -1;
+  for (const auto& s : series) {
+    if (s.load > level) {
+      if (start < 0) start = s.t;
+    } else if (start >= 0) {
+      e.longest_done = std::max(e.longest_done, s.t - start);
+      start = -1;
+    }
+  }
+  if (start >= 0 && !series.empty()) e.current_age = series.back().t - start;
+  return e;
+}
+
+Service prefill_service(const ReplicaCapacity& cap, double h, double m1, const std::array<double, 24>& sizes) {
+  Service out;
+  if (!(m1 > 0)) return out;
+  const double k1 = (1 - h) / (cap.prefill_tokens_per_s * (1 - cap.overhead));
+  const double k2 = cap.attention_context_tokens > 0 ? k1 * (1 + h) / (2 * cap.attention_context_tokens) : 0;
+  double n = 0, sum = 0;
+  for (int b = 0; b < PromptSizes::kBuckets; ++b) n += sizes[b], sum += sizes[b] * PromptSizes::size_of(b);
+  if (!(n > 0) || !(sum > 0)) {
+    out.mean = k1 * m1 + k2 * 2 * m1 * m1;
+    return out;
+  }
+  const double scale = m1 / (sum / n);
+  double s1 = 0, s2 = 0;
+  for (int b = 0; b < PromptSizes::kBuckets; ++b) {
+    const double size = PromptSizes::size_of(b) * scale, service = k1 * size + k2 * size * size;
+    s1 += sizes[b] * service;
+    s2 += sizes[b] * service * service;
+  }
+  out.mean = s1 / n;
+  out.cv2 = std::clamp((s2 / n) / (out.mean * out.mean) - 1, 0.0, 50.0);
+  return out;
+}
+
+double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z) {
+  // Sliding-window max of (load - z noise) and min of (load + z noise), monotone deques: O(n).
+  auto hi = [&](std::size_t i) { return samples[i].load - z * samples[i].noise; };
+  auto lo = [&](std::size_t i) { return samples[i].load + z * samples[i].noise; };
+  std::deque<std::size_t> top, bottom;
+  double best = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    while (samples[i].t - samples[start].t > horizon_s) ++start;
+    while (!top.empty() && hi(top.back()) <= hi(i)) top.pop_back();
+    while (!bottom.empty() && lo(bottom.back()) >= lo(i)) bottom.pop_back();
+    top.push_back(i);
+    bottom.push_back(i);
+    while (top.front() < start) top.pop_front();
+    while (bottom.front() < start) bottom.pop_front();
+    best = std::max(best, hi(top.front()) - lo(bottom.front()));
+  }
+  return best;
+}
+
+std::vector<std::size_t> usable_tiers(const PolicyConfig& cfg, double cold_start_s) {
+  std::vector<std::size_t> idx(cfg.tiers.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    return cfg.tiers[a].promotion_s != cfg.tiers[b].promotion_s ? cfg.tiers[a].promotion_s < cfg.tiers[b].promotion_s
+                                                                 : cfg.tiers[a].price_fraction < cfg.tiers[b].price_fraction;
+  });
+  std::vector<std::size_t> out;
+  double cheapest_faster = 1.0;  // an active replica: promotion 0, full price
+  for (const auto i : idx) {
+    const auto& tier = cfg.tiers[i];
+    if (tier.promotion_s >= cold_start_s || tier.price_fraction >= cheapest_faster) continue;
+    out.push_back(i);
+    cheapest_faster = tier.price_fraction;
+  }
+  return out;
+}
+
+}  // namespace tidegate::scaler::detail

@@ -1,0 +1,55 @@
+#pragma once
+// The work model's measurements: windows over the work samples, the load history with its
+// noise, swings and episodes in it, and the price of a request in replica-seconds. Pure.
+#include <array>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "tidegate/scaler/policy.h"
+
+namespace tidegate::scaler::detail {
+
+inline constexpr double kBucketS = 5;  // resolution of the demand history
+
+// Work samples within (since, now]: their span of time, arrivals and prompt tokens.
+struct Window {
+  double span = 0, arrivals = 0, tokens = 0;
+};
+Window window(const std::deque<PolicyState::WorkSample>& work, double since);
+
+// Adds `load` (with its standard error) to the 5 s bucket of t; keeps the burst memory (and a
+// predictive period) of buckets.
+void record_history(const PolicyConfig& config, PolicyState& state, double t, double load, double noise,
+                    double cold_start_s);
+
+double median_load(const std::deque<PolicyState::LoadSample>& series);
+
+// Runs of the history above `level`: the longest finished one, and how long the current one
+// (if the last sample is above) has lasted (-1 when it is not above).
+struct Episodes {
+  double longest_done = 0;
+  double current_age = -1;
+};
+Episodes episodes(const std::deque<PolicyState::LoadSample>& series, double level);
+
+// Prefill seconds of a request of P prompt tokens, h of them cached: its uncached tokens at
+// the prefill rate, each dearer by the context it attends to (the cached prefix plus half its
+// own part), on the share of a saturated replica's time that prefill gets:
+//   s(P) = k1 P + k2 P^2,  k1 = (1 - h) / (C (1 - overhead)),  k2 = k1 (1 + h) / (2 A).
+// The mean at the recent mean prompt `m1`; the spread (cv2) from the long-run size buckets,
+// scaled so that their mean is m1. Without buckets: exponential sizes (cv2 = 1, E[P^2] = 2 m1^2).
+struct Service {
+  double mean = 0, cv2 = 1;
+};
+Service prefill_service(const ReplicaCapacity& capacity, double h, double m1, const std::array<double, 24>& sizes);
+
+// Largest rise or fall of the load over any window of `horizon_s` that noise does not explain:
+// max over windows of (max of load - z noise) - (min of load + z noise); 0 when none.
+double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z);
+
+// Tiers the plan may use, sorted by promotion time: faster than a cold start, cheaper than
+// an active replica and than every faster tier. Indices into config.tiers.
+std::vector<std::size_t> usable_tiers(const PolicyConfig& config, double cold_start_s);
+
+}  // namespace tidegate::scaler::detail
