@@ -114,7 +114,9 @@ TEST(Tuner, ChoosesOnTheFirstPartAndValidatesOnTheRest) {
   const auto& best = r.all[static_cast<std::size_t>(r.cheapest_meeting_slo)];
   EXPECT_TRUE(best.robust);
   for (const auto& p : r.all)
-    if (p.robust) EXPECT_GE(p.summary.gpu_hours, best.summary.gpu_hours - 1e-12);
+    if (p.robust) {
+      EXPECT_GE(p.summary.gpu_hours, best.summary.gpu_hours - 1e-12);
+    }
   // The held-back part is the rest of the trace, replayed with the choice and the default.
   ASSERT_TRUE(r.held_back && r.held_back_default && r.held_back_static);
   EXPECT_EQ(r.held_back->requests + best.summary.requests, trace.requests.size());

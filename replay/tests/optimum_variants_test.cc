@@ -187,7 +187,9 @@ TEST(Optimum, MeetsTheSloBelowStaticAndFollowsTheBurstAhead) {
   tc.policy.capacity = capacity_from_profile(o.profile);
   TidegatePolicy tidegate(tc, "tidegate");
   const auto online = run_replay(trace, tidegate, o).summary;
-  if (online.meets_slo(o.slo)) EXPECT_GE(online.gpu_hours, opt.summary.gpu_hours * 0.99);
+  if (online.meets_slo(o.slo)) {
+    EXPECT_GE(online.gpu_hours, opt.summary.gpu_hours * 0.99);
+  }
 }
 
 TEST(Optimum, SaysSoWhenNothingMeetsTheSlo) {

@@ -153,22 +153,28 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // more than its typical level, so a fleet sized for the usual level cannot follow it; a slow
   // daily swing can be followed and is not bursty). The next burst may be larger than the ones
   // seen so far, and a fleet released in a gap cannot come back within it.
-  const double learn = cfg.learn_s > 0 ? cfg.learn_s : std::clamp(15 * cold_start_s, 600.0, 3600.0);
+  // By default the estimate holds in full for half the burst memory: a burst that recurs
+  // within the memory has by then most likely shown itself once.
+  const double learn = cfg.learn_s > 0 ? cfg.learn_s : cfg.burst_memory_s / 2;
   const double age = in.t - st.first_t;
   const double slack = std::max(0.0, tau - x);  // how long a request can queue and still make it
   const bool bursty =
       series.size() >= 12 &&
       largest_swing(series, std::max(kBucketS, cold_start_s - slack), cfg.noise_z) > median_load(series);
-  const double prior_until = bursty ? std::max(learn, cfg.burst_memory_s) : learn;
-  const bool prior = age < prior_until && st.initial_capacity > 0;
-  double prior_load = 0;  // the largest load the starting fleet serves within the SLO
+  // Without bursts in the history the estimate fades, linearly over the rest of the burst
+  // memory after the learning period: a first burst that comes later meets part of it rather
+  // than a fleet sized for the calm (an hour of calm says little about the next ten minutes).
+  const double memory = std::max(learn, cfg.burst_memory_s);
+  const bool prior = cfg.hold_starting_fleet && age < memory && st.initial_capacity > 0;
+  const double fade = bursty || age < learn || memory <= learn ? 1.0 : 1.0 - (age - learn) / (memory - learn);
+  double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
     for (int i = 0; i < 40; ++i) {
       const double mid = (lo + hi) / 2;
       (for_load(mid) <= st.initial_capacity ? lo : hi) = mid;
     }
-    prior_load = lo;
+    prior_load = lo * std::clamp(fade, 0.0, 1.0);
   }
   // Load that may arrive within `horizon` seconds: none can before any time has passed.
   auto load_within = [&](double horizon) {
@@ -232,8 +238,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
   std::string prior_note;
   if (prior_binds)
-    prior_note = std::string("; ") + (age < learn ? "learning" : "bursty demand") + ": holding the starting " +
-                 std::to_string(st.initial_capacity) + " for " + num(prior_until - age, 0) + "s more";
+    prior_note = std::string("; ") + (age < learn ? "learning" : bursty ? "bursty demand" : "no burst seen yet") +
+                 ": holding " + (fade < 1 ? num(fade * 100, 0) + "% of " : std::string()) + "the starting " +
+                 std::to_string(st.initial_capacity) + " as a possible burst for " + num(memory - age, 0) + "s more";
 
   // Under bursty demand the held plan already covers the bursts seen; going beyond it while the
   // measured attainment meets the SLO buys nothing the users notice (the miss budget is there to

@@ -57,7 +57,7 @@ PolicyConfig work_config() {
   c.slo.attainment = 0.99;
   c.cold_start_s = 60;
   c.scale_down_max_rate = 100;
-  c.learn_s = 1;  // no learning hold unless a test wants one
+  c.hold_starting_fleet = false;  // no learning hold unless a test wants one
   return c;
 }
 
@@ -200,6 +200,7 @@ TEST(WorkModel, LostSignalsHoldThePlan) {
 
 TEST(WorkModel, BurstyDemandKeepsTheStartingFleetForTheBurstMemory) {
   auto cfg = work_config();
+  cfg.hold_starting_fleet = true;
   cfg.learn_s = 300;
   cfg.burst_memory_s = 1200;
   PolicyState st;
@@ -207,14 +208,18 @@ TEST(WorkModel, BurstyDemandKeepsTheStartingFleetForTheBurstMemory) {
   for (int t = 0; t < 1100; ++t) {
     const bool burst = t % 300 < 60;
     d = decide(cfg, st, tick(t, burst ? 80 : 2, 1000, d.desired ? d.desired : 20));
-    if (t > 400 && t % 300 > 150) ASSERT_GE(d.desired, 20) << t << " " << d.reason;
+    if (t > 400 && t % 300 > 150) {
+      ASSERT_GE(d.desired, 20) << t << " " << d.reason;
+    }
   }
   EXPECT_NE(d.reason.find("bursty demand: holding the starting 20"), std::string::npos) << d.reason;
 }
 
 TEST(WorkModel, LearningHoldsTheStartingFleet) {
   auto cfg = work_config();
+  cfg.hold_starting_fleet = true;
   cfg.learn_s = 600;
+  cfg.burst_memory_s = 1800;
   PolicyState st;
   Decision d;
   for (int t = 0; t < 590; ++t) {
@@ -222,8 +227,32 @@ TEST(WorkModel, LearningHoldsTheStartingFleet) {
     ASSERT_EQ(d.desired, 8) << t;
   }
   EXPECT_EQ(d.reason_code, "learning");
-  for (int t = 590; t < 700; ++t) d = decide(cfg, st, tick(t, 2, 1000, d.desired));
-  EXPECT_EQ(d.desired, 1);  // smooth demand: the hold ends with the learning period
+  // Smooth demand: after the learning period the hold fades over the rest of the burst memory.
+  int prev = 8;
+  for (int t = 590; t < 1900; ++t) {
+    d = decide(cfg, st, tick(t, 2, 1000, d.desired));
+    ASSERT_LE(d.desired, prev) << t;  // never back up on its own
+    prev = d.desired;
+    if (t == 1200) {
+      EXPECT_GT(d.desired, 1) << d.reason;  // half way: about half of the starting fleet
+      EXPECT_LT(d.desired, 8) << d.reason;
+      EXPECT_NE(d.reason.find("no burst seen yet"), std::string::npos) << d.reason;
+    }
+  }
+  EXPECT_EQ(d.desired, 1) << d.reason;  // the memory has passed
+}
+
+TEST(WorkModel, StartingFleetHoldCanBeSwitchedOff) {
+  auto cfg = work_config();
+  cfg.hold_starting_fleet = true;
+  PolicyState held, off;
+  Decision a, b;
+  cfg.learn_s = 0;  // default: half the burst memory
+  for (int t = 0; t < 120; ++t) a = decide(cfg, held, tick(t, 2, 1000, 8));
+  cfg.hold_starting_fleet = false;
+  for (int t = 0; t < 120; ++t) b = decide(cfg, off, tick(t, 2, 1000, b.desired ? b.desired : 8));
+  EXPECT_EQ(a.desired, 8);
+  EXPECT_EQ(b.desired, 1);
 }
 
 TEST(WorkModel, SloLoopAddsHeadroomWhenAttainmentFallsShort) {

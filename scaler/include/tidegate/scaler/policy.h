@@ -81,7 +81,8 @@ struct PolicyConfig {
   double demand_short_window_s = 10;  // ... or this, when it is significantly higher
   double burst_memory_s = 3600;     // demand swings are remembered this long
   double noise_z = 3;               // swings within z standard errors of noise are not bursts
-  double learn_s = 0;               // hold the starting capacity this long; 0 = 15 cold starts (10-60 min)
+  double learn_s = 0;               // hold the starting capacity in full this long; 0 = half the burst memory
+  bool hold_starting_fleet = true;  // the starting fleet counts as a possible burst (learn, then fade)
   double predictive_period_s = 0;   // > 0: a floor from the demand one period ago (daily peaks)
   double headroom_gain = 0.5;       // SLO loop: extra demand per unit of miss-budget overrun
   double max_headroom = 1.5;        // ... at most this multiple of the measured demand
