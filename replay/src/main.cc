@@ -192,7 +192,11 @@ int run(const tr::CliArgs& args) {
   const tr::StaticSearchResult fixed = tr::cheapest_static(trace, cfg.options);
   if (options.initial_active == 0) options.initial_active = fixed.replicas;
   std::optional<tr::OptimumResult> optimum;
-  if (args.baselines && args.optimum) optimum = tr::offline_optimum(trace, options);
+  if (args.baselines && args.optimum) {
+    tr::OptimumOptions search;
+    if (fixed.found) search.static_fleet = fixed.replicas;
+    optimum = tr::offline_optimum(trace, options, search);
+  }
 
   const auto wall0 = std::chrono::steady_clock::now();
   const bool show_progress = args.progress == tr::ProgressMode::kOn ||

@@ -210,6 +210,7 @@ OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, 
   ReplayOptions o = options;
   o.progress = {};
   o.initial_active = initial;
+  if (search.static_fleet > 0) o.replicas_max = std::clamp(search.static_fleet, o.replicas_min, o.replicas_max);
   const double want = options.slo.attainment;
   // One schedule per per-segment target, replayed through the real loop and actuator.
   auto attempt = [&](double target) {
@@ -234,7 +235,23 @@ OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, 
     out = attempt(hi);
     out.rounds = round;
   }
-  if (!out.found) return out;
+  // The static fleet as a schedule: the fallback, replayed like the rest.
+  auto or_static = [&](OptimumResult r) {
+    if (search.static_fleet <= 0) return r;
+    OptimumResult fixed;
+    fixed.segment_s = search.segment_s;
+    fixed.rounds = r.rounds;
+    fixed.schedule.assign(r.schedule.size(), o.replicas_max);
+    ScheduledPolicy policy(fixed.schedule, search.segment_s, options.profile.cold_start_s + 2);
+    ReplayOptions so = o;
+    so.initial_active = o.replicas_max;
+    fixed.summary = run_replay(trace, policy, so).summary;
+    fixed.summary.policy = "optimum";
+    fixed.found = fixed.summary.meets_slo(options.slo);
+    if (fixed.found && (!r.found || fixed.summary.gpu_hours < r.summary.gpu_hours)) return fixed;
+    return r;
+  };
+  if (!out.found) return or_static(std::move(out));
   for (int step = 0; step < search.refine_steps && hi - lo > 1e-4; ++step) {
     const double mid = (lo + hi) / 2;
     auto r = attempt(mid);
@@ -249,7 +266,7 @@ OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, 
       lo = mid;
     }
   }
-  return out;
+  return or_static(std::move(out));
 }
 
 }  // namespace tidegate::replay

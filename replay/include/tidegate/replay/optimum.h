@@ -26,6 +26,11 @@ struct OptimumOptions {
   double segment_s = 30;   // schedule resolution
   int max_rounds = 4;      // searches with a raised per-segment target when the replay misses
   int refine_steps = 5;    // bisection steps on the per-segment target, toward the cheapest that meets
+  // A constant fleet known to meet the SLO (the cheapest static one), 0 = none. The optimum is
+  // never dearer: no segment gets more (a static fleet meets the trace's miss budget by spending
+  // it in the bursts, which a per-segment search would otherwise buy its way out of), and it is
+  // the answer when the search finds nothing cheaper that meets the SLO.
+  int static_fleet = 0;
 };
 
 struct OptimumResult {
