@@ -119,9 +119,10 @@ void parse_work_model(const YAML::Node& n, const std::string& path, PolicyConfig
   if (const auto loop = n["slo_loop"]) {
     const auto lp = path_join(path, "slo_loop");
     require_map(loop, lp);
-    yaml_reject_unknown(loop, lp, {"gain", "max_headroom"});
+    yaml_reject_unknown(loop, lp, {"gain", "max_headroom", "spend_unused_budget"});
     c.headroom_gain = yaml_double(loop, "gain", lp, c.headroom_gain, 0.0, 100.0);
     c.max_headroom = yaml_double(loop, "max_headroom", lp, c.max_headroom, 1.0, 10.0);
+    c.slo_loop_spends_budget = yaml_bool(loop, "spend_unused_budget", lp, c.slo_loop_spends_budget);
   }
   if (const auto tiers = n["tiers"]) {
     const auto tp = path_join(path, "tiers");

@@ -69,6 +69,7 @@ json::object decision_json(const Decision& d) {
                         {"burst_margin_replicas", d.work->burst_margin},
                         {"peak_replicas", d.work->peak},
                         {"slo_headroom", d.work->headroom},
+                        {"queueing_miss_budget", d.work->queueing_budget},
                         {"ttft_attainment", d.work->attainment ? json::value(*d.work->attainment) : json::value(nullptr)},
                         {"for_demand", d.work->for_demand},
                         {"for_plan", d.work->for_plan}};

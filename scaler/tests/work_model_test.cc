@@ -270,6 +270,30 @@ TEST(WorkModel, SloLoopAddsHeadroomWhenAttainmentFallsShort) {
   EXPECT_NE(b.reason.find("TTFT attainment 97.00% < 99.0%"), std::string::npos) << b.reason;
 }
 
+TEST(WorkModel, MeasuredUnusedMissBudgetIsSpentOnQueueing) {
+  auto cfg = work_config();
+  cfg.slo.ttft_s = 0.5;  // 0.3 s of queueing slack: three service times, where the bound bites
+  auto run = [&](bool spend, double met) {
+    cfg.slo_loop_spends_budget = spend;
+    PolicyState st;
+    Decision d;
+    for (int t = 0; t < 600; ++t) d = decide(cfg, st, tick(t, 100, 1000, d.desired ? d.desired : 20, met));
+    return d;
+  };
+  // 60k first tokens, none late: the upper bound on the miss rate is 3/60k, so queueing may
+  // have nearly the whole 1% budget; with the loop's spending off it keeps half of it.
+  const auto spent = run(true, 1.0), kept = run(false, 1.0);
+  EXPECT_NEAR(spent.work->queueing_budget, 0.01 - 3.0 / 60000, 1e-6);
+  EXPECT_NEAR(kept.work->queueing_budget, 0.005, 1e-12);
+  const double tau_over_x = (0.5 - 0.2) / 0.1;
+  EXPECT_EQ(kept.desired, queueing::servers_for(10, tau_over_x, 0.005, 416, 1.0));
+  EXPECT_EQ(spent.desired, queueing::servers_for(10, tau_over_x, spent.work->queueing_budget, 416, 1.0));
+  EXPECT_LT(spent.desired, kept.desired);
+  EXPECT_NE(spent.reason.find("leaves budget unused"), std::string::npos) << spent.reason;
+  // Already missing 0.8%: nothing left to spend beyond the usual half.
+  EXPECT_NEAR(run(true, 0.992).work->queueing_budget, 0.005, 1e-12);
+}
+
 TEST(WorkModel, TiersHoldTheBurstMarginAndDominatedOnesAreIgnored) {
   auto cfg = work_config();
   cfg.slo.ttft_s = 20;  // a promotion of 5 s fits in the budget

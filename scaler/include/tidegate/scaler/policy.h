@@ -86,6 +86,7 @@ struct PolicyConfig {
   double predictive_period_s = 0;   // > 0: a floor from the demand one period ago (daily peaks)
   double headroom_gain = 0.5;       // SLO loop: extra demand per unit of miss-budget overrun
   double max_headroom = 1.5;        // ... at most this multiple of the measured demand
+  bool slo_loop_spends_budget = true;  // ... and lets queueing spend the miss budget measured unused
   std::vector<WarmTier> tiers;      // standby tiers the plan may use (dominated ones are ignored)
 
   // ---- target tracking -----------------------------------------------------------------
@@ -179,6 +180,7 @@ struct WorkView {
   double burst_margin = 0;  // extra load a swing within a cold start could bring, in replicas
   double peak = 0;          // highest load remembered
   double headroom = 1;      // SLO loop multiplier
+  double queueing_budget = 0;  // share of requests the queueing bound may let miss the TTFT
   std::optional<double> attainment;  // measured over slo.window_s
   int for_demand = 0;       // replicas for the load now
   int for_plan = 0;         // replicas the plan holds (active + tiers)
