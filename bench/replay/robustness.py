@@ -136,7 +136,7 @@ def verdict(results):
 
 def svg(results, path):
     """Tidegate's GPU-hours / static against its TTFT attainment, one dot per feasible row."""
-    w, h, left, bottom = 760, 420, 70, 50
+    w, h, left, bottom = 760, 450, 70, 80
     pts = []
     for r in results:
         if not feasible(r):
@@ -144,9 +144,10 @@ def svg(results, path):
         t = policy_rows(r)["tidegate"]
         pts.append((t["gpu_hours_vs_static"], t["ttft_slo_attainment"] * 100, r["variant"], r["trace"]))
     xmax = max([1.2] + [p[0] * 1.05 for p in pts])
+    xmin = min([0.6] + [p[0] - 0.05 for p in pts])
     ymin = min([98.5] + [p[1] - 0.2 for p in pts])
     colours = {"none": "#1f77b4", "onoff": "#d62728", "spikes": "#ff7f0e", "mmpp": "#2ca02c", "wave": "#9467bd"}
-    X = lambda v: left + (w - left - 20) * v / xmax
+    X = lambda v: left + (w - left - 20) * (v - xmin) / (xmax - xmin)
     Y = lambda v: 20 + (h - bottom - 20) * (100 - v) / (100 - ymin)
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='11'>",
            f"<rect width='{w}' height='{h}' fill='white'/>",
@@ -155,10 +156,10 @@ def svg(results, path):
            f"<text x='{X(1)+4}' y='32'>static = 1.0</text><text x='{w-120}' y='{Y(99)-4}'>SLO 99 %</text>",
            f"<line x1='{left}' y1='{h-bottom}' x2='{w-20}' y2='{h-bottom}' stroke='black'/>",
            f"<line x1='{left}' y1='20' x2='{left}' y2='{h-bottom}' stroke='black'/>",
-           f"<text x='{w/2-120}' y='{h-12}'>Tidegate GPU-hours / cheapest static fleet meeting the SLO</text>",
+           f"<text x='{w/2-150}' y='{h-10}'>Tidegate GPU-hours / cheapest static fleet meeting the SLO</text>",
            f"<text x='14' y='{h/2}' transform='rotate(-90 14 {h/2})'>TTFT attainment %</text>"]
     for i in range(0, 7):
-        v = xmax * i / 6
+        v = xmin + (xmax - xmin) * i / 6
         out.append(f"<text x='{X(v)-10}' y='{h-bottom+14}'>{v:.2f}</text>")
     for i in range(0, 5):
         v = ymin + (100 - ymin) * i / 4
@@ -171,9 +172,9 @@ def svg(results, path):
             out.append(f"<rect x='{X(x)-4:.1f}' y='{Y(y)-4:.1f}' width='8' height='8' fill='{colours.get(v, '#333')}' "
                        f"fill-opacity='0.8'/>")
     for i, (v, c) in enumerate(colours.items()):
-        out.append(f"<circle cx='{left+20+i*95}' cy='{h-bottom+32}' r='4' fill='{c}'/>"
-                   f"<text x='{left+28+i*95}' y='{h-bottom+36}'>{v}</text>")
-    out.append(f"<text x='{w-230}' y='{h-bottom+36}'>circle: azure, square: mooncake</text>")
+        out.append(f"<circle cx='{left+20+i*95}' cy='{h-bottom+36}' r='4' fill='{c}'/>"
+                   f"<text x='{left+28+i*95}' y='{h-bottom+40}'>{v}</text>")
+    out.append(f"<text x='{w-230}' y='{h-bottom+40}'>circle: azure, square: mooncake</text>")
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")

@@ -118,4 +118,9 @@ std::vector<std::size_t> usable_tiers(const PolicyConfig& cfg, double cold_start
   return out;
 }
 
+double routed_share(double promotion_s, double seen_after_s, double slack_s) {
+  const double late = std::max(0.0, promotion_s) + std::max(0.0, seen_after_s);
+  return late + slack_s <= 0 || slack_s <= 0 ? 1.0 : late / (late + slack_s);
+}
+
 }  // namespace tidegate::scaler::detail

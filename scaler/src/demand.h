@@ -52,4 +52,10 @@ double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double 
 // an active replica and than every faster tier. Indices into config.tiers.
 std::vector<std::size_t> usable_tiers(const PolicyConfig& config, double cold_start_s);
 
+// Share of a swing the replicas already routed must carry when more can join `promotion_s`
+// after the swing is seen, which is `seen_after_s` after it starts: the requests of that time
+// stay in their queues, so the routed replicas do (p + seen) seconds of the swing's work within
+// (p + seen) + the queue slack. 1 when nothing can queue.
+double routed_share(double promotion_s, double seen_after_s, double slack_s);
+
 }  // namespace tidegate::scaler::detail

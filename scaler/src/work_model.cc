@@ -143,12 +143,16 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const int c_slots = ceil_count(*s.in_flight / (*cap.max_in_flight * cap.in_flight_target));
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
+  const auto tiers = usable_tiers(cfg, cold_start_s);
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
-    // Work already waiting: replicas asked for now arrive a cold start from now, so they are
-    // sized to drain it within a cold start (or the TTFT budget, if longer) on top of the
-    // load; sizing them to drain it within the budget would start dozens that come too late.
+    // Work already waiting: replicas asked for now arrive a cold start from now (a standby
+    // tier's promotion, when there is one), so they are sized to drain it within that time
+    // (or the TTFT budget, if longer) on top of the load; sizing them to drain it within the
+    // budget would start dozens that come too late. With a standby tier the backlog is what
+    // wakes it at once, rather than the demand windows a few seconds later.
+    const double arrive_s = tiers.empty() ? cold_start_s : cfg.tiers[tiers.front()].promotion_s;
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
-    const int c_backlog = ceil_count(d + backlog_s / std::max(tau, cold_start_s));
+    const int c_backlog = ceil_count(d + backlog_s / std::max(tau, arrive_s));
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 
@@ -198,11 +202,13 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // future needs the load it may reach; what binds now (KV, slots, a backlog) is a state of the
   // present, so the two are not added.
   // After a cold start the fleet must carry the swing's load in full (with its queueing headroom).
+  // A swing is seen late: the short demand window's average reaches half a step after half
+  // its length, so promotions start that much after the swing does.
+  const double seen_after = cfg.demand_short_window_s / 2;
   auto plan_at = [&](double p, bool last) {
-    const double share = last || p + slack <= 0 ? 1.0 : p / (p + slack);
+    const double share = last ? 1.0 : routed_share(p, seen_after, slack);
     return std::max(base, for_load(d + std::max(0.0, load_within(p) - d) * share));
   };
-  const auto tiers = usable_tiers(cfg, cold_start_s);
   auto edge = [&](std::size_t k) { return k < tiers.size() ? cfg.tiers[tiers[k]].promotion_s : cold_start_s; };
   int active = std::max(base, plan_at(edge(0), tiers.empty()));
   int cum = active;
@@ -210,6 +216,13 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const int next = std::max(cum, plan_at(edge(k + 1), k + 1 == tiers.size()));
     out.tiers[tiers[k]] = next - cum;
     cum = next;
+  }
+  // Standby capacity trades latency for price; while the SLO is being missed, none of it is
+  // counted on: the whole plan stays active.
+  const bool short_of_slo = headroom > 1;
+  if (short_of_slo && cum > active) {
+    active = cum;
+    for (auto& n : out.tiers) n = 0;
   }
   const int margin_replicas = cum - base;
 
@@ -310,6 +323,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   for (std::size_t k = 0; k < tiers.size(); ++k)
     if (out.tiers[tiers[k]] > 0)
       out.reason += ", " + std::to_string(out.tiers[tiers[k]]) + " of them " + cfg.tiers[tiers[k]].name;
+  if (short_of_slo && !tiers.empty()) out.reason += "; SLO missed: no replica left in standby";
   out.reason += prior_note + floors;
   return out;
 }

@@ -315,6 +315,48 @@ TEST(WorkModel, TiersHoldTheBurstMarginAndDominatedOnesAreIgnored) {
   EXPECT_GE(d.desired_tiers[0], 3);
   EXPECT_NE(d.reason.find("of them sleeping"), std::string::npos) << d.reason;
   EXPECT_EQ(d.desired_tiers[1] + d.desired_tiers[2] + d.desired_tiers[3], 0);
+
+  // The same traffic while the SLO is missed: nothing is left asleep.
+  PolicyState missing;
+  active = 1;
+  for (int t = 0; t < 1500; ++t) {
+    const bool burst = t % 300 < 60;
+    d = decide(cfg, missing, tick(t, burst ? 80 : 2, 1000, active, 0.97));
+    active = d.desired;
+  }
+  EXPECT_EQ(d.desired_tiers[0], 0) << d.reason;
+  EXPECT_GE(d.desired, 5) << d.reason;
+}
+
+TEST(WorkModel, RoutedShareCountsTheTimeItTakesToSeeASwing) {
+  // 5 s promotion, seen 5 s late, 10 s of queue slack: half the swing on the routed replicas.
+  EXPECT_DOUBLE_EQ(detail::routed_share(5, 5, 10), 0.5);
+  EXPECT_DOUBLE_EQ(detail::routed_share(5, 0, 10), 1.0 / 3);
+  EXPECT_GT(detail::routed_share(5, 15, 10), detail::routed_share(5, 5, 10));  // seen later: more
+  EXPECT_DOUBLE_EQ(detail::routed_share(5, 5, 0), 1.0);                         // no slack: all of it
+  EXPECT_DOUBLE_EQ(detail::routed_share(0, 0, 10), 0.0);                        // instant and seen at once
+}
+
+TEST(WorkModel, ABacklogIsDrainedByWhatArrivesSoonest) {
+  // 600k tokens queued (60 s of one replica's prefill): replicas started now arrive after a
+  // 60 s cold start, a standby tier after its 5 s promotion, so with one the backlog asks for
+  // enough of it to drain the queue within that time.
+  auto with_tier = [](bool tier) {
+    auto cfg = work_config();
+    if (tier) cfg.tiers = {{"sleeping", 0.2, 5}};
+    PolicyState st;
+    Decision d;
+    for (int t = 0; t < 120; ++t) {
+      auto in = tick(t, 10, 1000, 4);
+      in.signals.prefill_backlog_tokens = t == 119 ? 600000 : 0;
+      d = decide(cfg, st, in);
+    }
+    return d;
+  };
+  const auto cold = with_tier(false), warm = with_tier(true);
+  EXPECT_EQ(cold.work->for_demand, 2);   // 1 replica of load + 60 s / 60 s
+  EXPECT_EQ(warm.work->for_demand, 13);  // 1 + 60 s / 5 s
+  EXPECT_GT(warm.desired + warm.desired_tiers[0], cold.desired);
 }
 
 TEST(WorkModel, TargetTrackingStillCombinesWhenConfigured) {
