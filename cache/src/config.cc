@@ -1,6 +1,9 @@
 // Parsing of the `cache:` section. Unknown keys are rejected so typos fail at startup.
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
+
+#include "model_dir.h"
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/minilm.h"
 #include "tidegate/cache/semantic_cache.h"
@@ -16,6 +19,33 @@ ContextConfig parse_context(const YAML::Node& node, const std::string& path) {
   c.mode = yaml_enum<ContextConfig::Mode>(node, "mode", path, {{"scope", ContextConfig::Mode::kScope}, {"window", ContextConfig::Mode::kWindow}});
   c.turns = static_cast<int>(yaml_int(node, "turns", path, 1, 1, 64));
   return c;
+}
+
+// A relative model_dir names a folder beside the config file, wherever the gateway is started
+// from (base_dir: the file's folder; empty when the YAML came from elsewhere, then the working
+// directory). Stored absolute, so the factory never has to guess.
+std::string resolve_model_dir(const std::string& raw, const std::string& base_dir) {
+  namespace fs = std::filesystem;
+  if (raw.empty() || fs::path(raw).is_absolute()) return raw;
+  std::error_code ec;
+  const fs::path base = base_dir.empty() ? fs::current_path(ec) : fs::absolute(base_dir, ec);
+  return ec ? raw : (base / raw).lexically_normal().string();
+}
+
+// Checked at load, like bf16 below: a cache whose model folder is missing cannot start, so
+// --check-config must say so, naming the key and the folder it looked at.
+void check_model_dir(const EmbedderConfig& e, const YAML::Node& node, const std::string& path,
+                     const std::string& raw, const std::string& base_dir) {
+  if (e.type != "minilm") return;
+  const auto choice = choose_model_dir(e.model_dir);
+  if (choice.error.empty()) return;
+  const auto key = path_join(path, "model_dir");
+  const bool has_key = node && node.IsMap() && node["model_dir"];
+  std::string why = choice.error;
+  if (!raw.empty() && raw != e.model_dir)
+    why += " (model_dir: " + raw + " is relative, so it is read from " +
+           (base_dir.empty() ? std::string("the working directory") : "the config file's folder " + base_dir) + ")";
+  throw ConfigError(key, has_key ? yaml_line(node["model_dir"]) : yaml_line(node), why);
 }
 
 EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
@@ -102,7 +132,8 @@ double parse_threshold(const YAML::Node& node, const std::string& path, double f
 
 }  // namespace
 
-std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path) {
+std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path,
+                                                     const std::string& base_dir) {
   auto c = std::make_shared<CacheConfig>();
   if (!node || node.IsNull()) return c;  // absent section: cache off
   if (node.IsScalar()) {                 // `cache: true|false`
@@ -111,6 +142,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
     } catch (const YAML::Exception&) {
       throw ConfigError(path, yaml_line(node), "expected true, false or a mapping");
     }
+    if (c->enabled) check_model_dir(c->embedder, node, path_join(path, "embedder"), "", base_dir);  // the default
     return c;
   }
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
@@ -120,7 +152,11 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
                        "data_dir", "snapshot_interval", "snapshot_log_bytes", "lookup_timeout", "workers",
                        "max_queue"});
   c->enabled = yaml_bool(node, "enabled", path, true);
-  c->embedder = parse_embedder(node["embedder"], path_join(path, "embedder"));
+  const auto enode = node["embedder"];
+  const auto epath = path_join(path, "embedder");
+  c->embedder = parse_embedder(enode, epath);
+  const auto raw_model_dir = c->embedder.model_dir;
+  c->embedder.model_dir = resolve_model_dir(raw_model_dir, base_dir);
   c->index = parse_index(node["index"], path_join(path, "index"));
   c->threshold = parse_threshold(node, path, c->threshold);
   if (node["context"]) c->context = parse_context(node["context"], path_join(path, "context"));
@@ -167,6 +203,8 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
       c->models.emplace(name, mc);
     }
   }
+  // Last, so a typo elsewhere is reported first; a disabled cache loads no model.
+  if (c->enabled) check_model_dir(c->embedder, enode ? enode : node, epath, raw_model_dir, base_dir);
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "model_dir.h"
 #include "semantic_cache_impl.h"
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/hash_embedder.h"
@@ -12,19 +13,43 @@
 #include "tidegate/kernels/gpu.h"
 
 namespace tidegate::cache {
+
+std::string model_dir_problem(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return "folder " + dir + " does not exist";
+  if (!fs::is_directory(dir, ec)) return dir + " is not a folder";
+  for (const char* file : {"config.json", "vocab.txt", "model.safetensors"})
+    if (!fs::is_regular_file(fs::path(dir) / file, ec))
+      return "folder " + dir + " has no " + file + " (not a sentence-transformers model folder?)";
+  return "";
+}
+
+ModelDirChoice choose_model_dir(const std::string& configured) {
+  namespace fs = std::filesystem;
+  if (!configured.empty()) return {configured, "config", model_dir_problem(configured)};
+  std::error_code ec;
+  const auto here = (fs::current_path(ec) / kDefaultMiniLMDir).lexically_normal().string();
+  if (model_dir_problem(here).empty()) return {here, "default in the working directory", ""};
+  std::string error = "not set, and the default folder " + std::string(kDefaultMiniLMDir) +
+                      " is not a model folder in the working directory (" + here + ")";
+#ifdef TIDEGATE_SOURCE_ROOT
+  const auto tree = (fs::path(TIDEGATE_SOURCE_ROOT) / kDefaultMiniLMDir).lexically_normal().string();
+  if (model_dir_problem(tree).empty()) return {tree, "default in the source tree", ""};
+  error += " nor in the source tree (" + tree + ")";
+#endif
+  return {"", "", error + "; run scripts/setup.sh or set model_dir"};
+}
+
 namespace {
 
-// A relative model folder is tried from the working directory, then from the source tree, so
-// tests and tools work from any directory.
 std::string resolve_model_dir(const std::string& configured) {
-  const std::string dir = configured.empty() ? kDefaultMiniLMDir : configured;
-  namespace fs = std::filesystem;
-  if (fs::path(dir).is_absolute() || fs::exists(dir)) return dir;
-#ifdef TIDEGATE_SOURCE_ROOT
-  const auto alt = fs::path(TIDEGATE_SOURCE_ROOT) / dir;
-  if (fs::exists(alt)) return alt.string();
-#endif
-  return dir;
+  const auto choice = choose_model_dir(configured);
+  if (!choice.error.empty()) throw std::runtime_error("cache.embedder.model_dir: " + choice.error);
+  std::error_code ec;
+  const auto shown = std::filesystem::absolute(choice.dir, ec).lexically_normal().string();
+  log::info("cache.embedder_model_dir", {{"dir", ec ? choice.dir : shown}, {"origin", choice.origin}});
+  return choice.dir;
 }
 
 // auto/gpu: the CUDA encoder when a device answers, else the CPU one. One log line either way,

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/minilm.h"
@@ -7,12 +11,54 @@
 #include "tidegate/common/config_error.h"
 
 using namespace tidegate::cache;
+namespace fs = std::filesystem;
 
 namespace {
-std::shared_ptr<const CacheConfig> parse(const std::string& yaml) {
-  const auto root = YAML::Load(yaml);
-  return parse_cache_config(root["cache"], "cache");
+
+// The files the minilm loader needs, as empty stand-ins: the parser only checks they are there.
+void make_model_folder(const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "vocab.txt", "model.safetensors"}) std::ofstream(dir / f) << "";
 }
+
+// The parser requires the minilm model folder, so these tests run from a scratch working
+// directory holding a stand-in default folder: they never depend on the real weights.
+class ScratchDir : public ::testing::Environment {
+ public:
+  static fs::path root() { return fs::temp_directory_path() / ("tidegate-cache-config-" + std::to_string(::getpid())); }
+  void SetUp() override {
+    make_model_folder(root() / "work" / kDefaultMiniLMDir);
+    previous_ = fs::current_path();
+    fs::current_path(root() / "work");
+  }
+  void TearDown() override {
+    fs::current_path(previous_);
+    fs::remove_all(root());
+  }
+
+ private:
+  fs::path previous_;
+};
+[[maybe_unused]] const auto* const kScratch = ::testing::AddGlobalTestEnvironment(new ScratchDir);
+
+std::shared_ptr<const CacheConfig> parse(const std::string& yaml, const std::string& base_dir = {}) {
+  const auto root = YAML::Load(yaml);
+  return parse_cache_config(root["cache"], "cache", base_dir);
+}
+
+// The ConfigError's text for `yaml`, or "" when it parses.
+std::string error_of(const std::string& yaml, const std::string& base_dir = {}, std::string* key = nullptr,
+                     int* line = nullptr) {
+  try {
+    parse(yaml, base_dir);
+  } catch (const tidegate::ConfigError& e) {
+    if (key) *key = e.key();
+    if (line) *line = e.line();
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST(CacheConfig, AbsentSectionIsOff) {
@@ -22,9 +68,11 @@ TEST(CacheConfig, AbsentSectionIsOff) {
 }
 
 TEST(CacheConfig, FullSection) {
-  const auto c = parse(R"(cache:
+  const auto models = (ScratchDir::root() / "models" / "minilm").string();
+  make_model_folder(models);
+  std::string yaml = R"(cache:
   enabled: true
-  embedder: {type: minilm, model_dir: /models/minilm, timeout: 150ms, threads: 2, max_batch: 16}
+  embedder: {type: minilm, model_dir: @DIR@, timeout: 150ms, threads: 2, max_batch: 16}
   index: {type: hnsw, m: 16, ef_construction: 100, ef_search: 48, flat_max: 1000}
   threshold: 0.9
   context: {mode: window, turns: 3}
@@ -43,10 +91,12 @@ TEST(CacheConfig, FullSection) {
       context: {mode: scope}
     qwen:
       enabled: false
-)");
+)";
+  yaml.replace(yaml.find("@DIR@"), 5, models);
+  const auto c = parse(yaml);
   EXPECT_TRUE(c->enabled);
   EXPECT_EQ(c->embedder.type, "minilm");
-  EXPECT_EQ(c->embedder.model_dir, "/models/minilm");
+  EXPECT_EQ(c->embedder.model_dir, models);
   EXPECT_DOUBLE_EQ(c->embedder.timeout_s, 0.15);
   EXPECT_EQ(c->embedder.threads, 2);
   EXPECT_EQ(c->embedder.max_batch, 16);
@@ -154,4 +204,47 @@ TEST(CacheConfig, GpuKeys) {
   EXPECT_EQ(parse("cache:\n  index: gpu-flat\n")->index.type, IndexConfig::Type::kGpuFlat);
   // auto is fine for any embedder type (it only ever picks the GPU for minilm).
   EXPECT_EQ(parse("cache:\n  embedder: {type: hash, device: auto}\n")->embedder.device, EmbedderConfig::Device::kAuto);
+}
+
+// Issue 17: --check-config passed with a missing model folder, and the gateway then failed at
+// start (or, for a relative path, silently loaded the copy in the source checkout).
+TEST(CacheConfig, MissingModelFolderIsAnErrorNamingTheKeyAndPath) {
+  std::string key;
+  int line = 0;
+  auto what = error_of("cache:\n  embedder:\n    type: minilm\n    model_dir: /nonexistent/minilm\n", {}, &key, &line);
+  EXPECT_EQ(key, "cache.embedder.model_dir") << what;
+  EXPECT_EQ(line, 4);
+  EXPECT_NE(what.find("/nonexistent/minilm does not exist"), std::string::npos) << what;
+
+  const auto empty = ScratchDir::root() / "empty-model";
+  fs::create_directories(empty);
+  std::ofstream(empty / "config.json") << "{}";
+  what = error_of("cache:\n  embedder: {model_dir: " + empty.string() + "}\n", {}, &key);
+  EXPECT_EQ(key, "cache.embedder.model_dir");
+  EXPECT_NE(what.find(empty.string() + " has no vocab.txt"), std::string::npos) << what;
+
+  // Nothing is loaded when the cache is off or embeds another way, so nothing is required.
+  EXPECT_EQ(error_of("cache:\n  enabled: false\n  embedder: {model_dir: /nonexistent}\n"), "");
+  EXPECT_EQ(error_of("cache:\n  embedder: {type: hash, model_dir: /nonexistent}\n"), "");
+  // Unset: the default folder (here the working directory's stand-in); the path stays unset.
+  EXPECT_EQ(parse("cache: true\n")->embedder.model_dir, "");
+}
+
+TEST(CacheConfig, RelativeModelDirIsReadFromTheConfigFilesFolder) {
+  const auto etc = ScratchDir::root() / "etc";
+  make_model_folder(etc / "models" / "minilm");
+  const auto c = parse("cache:\n  embedder: {model_dir: models/minilm}\n", etc.string());
+  EXPECT_EQ(c->embedder.model_dir, (etc / "models" / "minilm").string());
+
+  // A folder of that name in the working directory is not used instead.
+  make_model_folder(fs::current_path() / "only-here");
+  std::string key;
+  const auto what = error_of("cache:\n  embedder: {model_dir: only-here}\n", etc.string(), &key);
+  EXPECT_EQ(key, "cache.embedder.model_dir");
+  EXPECT_NE(what.find((etc / "only-here").string() + " does not exist"), std::string::npos) << what;
+  EXPECT_NE(what.find("config file's folder " + etc.string()), std::string::npos) << what;
+
+  // YAML that came from no file: relative to the working directory.
+  EXPECT_EQ(parse("cache:\n  embedder: {model_dir: only-here}\n")->embedder.model_dir,
+            (fs::current_path() / "only-here").string());
 }

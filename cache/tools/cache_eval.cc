@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -96,9 +97,25 @@ int main(int argc, char** argv) {
   if (pairs_path.empty()) return usage();
   try {
     std::shared_ptr<const CacheConfig> config = std::make_shared<CacheConfig>();
+    // A --model-dir on the command line is read from the working directory.
+    if (!model_dir.empty()) model_dir = std::filesystem::absolute(model_dir).lexically_normal().string();
     if (!config_path.empty()) {
       const auto root = YAML::LoadFile(config_path);
-      config = parse_cache_config(root["cache"] ? root["cache"] : root, "cache");
+      auto section = YAML::Clone(root["cache"] ? root["cache"] : root);
+      // The command line's embedder settings go in before parsing, so the file is checked as it
+      // will run (--embedder hash needs no model folder, whatever the file's embedder).
+      if (!embedder_type.empty() || !model_dir.empty()) {
+        if (!section["embedder"] || !section["embedder"].IsMap()) {
+          YAML::Node e(YAML::NodeType::Map);
+          if (section["embedder"] && section["embedder"].IsScalar()) e["type"] = section["embedder"].Scalar();
+          section["embedder"] = e;
+        }
+        if (!embedder_type.empty()) section["embedder"]["type"] = embedder_type;
+        if (!model_dir.empty()) section["embedder"]["model_dir"] = model_dir;
+      }
+      // Relative paths in the file are read from its folder, as the gateway reads them.
+      const auto dir = std::filesystem::absolute(config_path).parent_path().string();
+      config = parse_cache_config(section, "cache", dir);
     }
     auto ecfg = config->embedder;
     if (!embedder_type.empty()) ecfg.type = embedder_type;

@@ -43,6 +43,7 @@
   }
 
   function clock(t) {
+    if (typeof t !== "number" || !isFinite(t)) return "--:--:--";
     var d = new Date(t * 1000);
     function p(n) { return (n < 10 ? "0" : "") + n; }
     return p(d.getUTCHours()) + ":" + p(d.getUTCMinutes()) + ":" + p(d.getUTCSeconds());
@@ -94,7 +95,8 @@
     return names;
   }
 
-  function draw(panel, s) {
+  // view: {t, window_s} of the data.json being drawn, for an axis with no points to span.
+  function draw(panel, s, view) {
     var lines = s.lines || {};
     var names = Object.keys(lines).sort();
     var canvas = panel.canvas;
@@ -127,23 +129,42 @@
     if (s.unit === "ratio") vmax = Math.max(vmax, 1);
     if (vmax <= 0) vmax = 1;
     vmax *= 1.1;
-    if (!isFinite(tmin) || tmax <= tmin) { tmin = (tmax || 0) - 1; tmax = tmin + 1; }
+    if (!isFinite(tmin) || !isFinite(tmax)) {
+      // No point yet (a gateway that just started): span the window data.json covers, ending
+      // now, rather than an axis made of Infinity (which printed as NaN:NaN:NaN).
+      tmax = typeof view.t === "number" && isFinite(view.t) ? view.t : Date.now() / 1000;
+      tmin = tmax - (view.window_s > 0 ? view.window_s : 600);
+    } else if (tmax <= tmin) {
+      tmin = tmax - 1;
+    }
     var x = function (t) { return pad.l + (t - tmin) / (tmax - tmin) * (w - pad.l - pad.r); };
     var y = function (v) { return h - pad.b - v / vmax * (h - pad.t - pad.b); };
     g.font = "11px system-ui, sans-serif";
     g.fillStyle = "#6b7785";
     g.strokeStyle = "#e3e8ef";
     g.lineWidth = 1;
+    var yLabels = [];
     for (var i = 0; i <= 3; i++) {
       var v = vmax / 1.1 * i / 3;
       var yy = Math.round(y(v)) + 0.5;
       g.beginPath(); g.moveTo(pad.l, yy); g.lineTo(w - pad.r, yy); g.stroke();
       g.textAlign = "right"; g.textBaseline = "middle";
-      g.fillText(fmt(v, s.unit === "$/h" ? "usd" : s.unit), pad.l - 6, yy);
+      yLabels.push(fmt(v, s.unit === "$/h" ? "usd" : s.unit));
+      g.fillText(yLabels[i], pad.l - 6, yy);
     }
     g.textBaseline = "alphabetic";
-    g.textAlign = "left"; g.fillText(clock(tmin), pad.l, h - 4);
-    g.textAlign = "right"; g.fillText(clock(tmax), w - pad.r, h - 4);
+    var xLabels = [clock(tmin), clock(tmax)];
+    g.textAlign = "left"; g.fillText(xLabels[0], pad.l, h - 4);
+    g.textAlign = "right"; g.fillText(xLabels[1], w - pad.r, h - 4);
+    if (!points && names.length) {  // lines but only gaps; with no lines the legend says it
+      g.textAlign = "center"; g.textBaseline = "middle";
+      g.fillText("no data yet", (pad.l + w - pad.r) / 2, (pad.t + h - pad.b) / 2);
+    }
+    // Canvas text is not in the DOM: the labels drawn are, for tests and for screen readers.
+    panel.root.dataset.xAxis = xLabels.join(" – ");
+    panel.root.dataset.yAxis = yLabels.join(" | ");
+    panel.canvas.setAttribute("aria-label", (s.title || "") + ", " + xLabels.join(" to ") + " UTC" +
+      (points ? "" : ", no data yet"));
     var base = {};
     panel.legend.textContent = "";
     names.forEach(function (n, idx) {
@@ -194,7 +215,8 @@
     order(series).forEach(function (name) {
       var p = panelFor(name, series[name]);
       if (p.root.parentNode !== box) box.appendChild(p.root);
-      draw(p, series[name]);
+      // 120 points: the window of a cost section left at its defaults (live_points).
+      draw(p, series[name], { t: data.t, window_s: data.window_s || (data.step_s > 0 ? data.step_s * 120 : 0) });
     });
     updates++;
     document.body.dataset.updates = String(updates);

@@ -78,7 +78,7 @@ void CostAccountingImpl::on_bill(const std::string& model, const std::string& cl
                                  double t0, double t1, double usd) {
   metrics_.bill(model, cls, std::string(to_string(state)), usd);
   totals_.bill_usd += usd;
-  double warm = 0;
+  std::int64_t warm = 0;
   if (state == ReplicaState::kWarm)
     for (const auto& [id, ms] : replica_states_) warm += (ms.first == model && ms.second == ReplicaState::kWarm);
   buckets_.spread(t0, t1, [&](Bucket& b, double f) {
@@ -155,7 +155,7 @@ void CostAccountingImpl::replica_state(const std::string& replica_id, const std:
   if (state == ReplicaState::kStopped) replica_states_.erase(replica_id);
   else replica_states_[replica_id] = {model, state};
   std::map<std::string, double> by_state{{"starting", 0}, {"warm", 0}, {"active", 0}, {"draining", 0}, {"standby", 0}};
-  double warm = 0;
+  std::int64_t warm = 0;
   for (const auto& [id, ms] : replica_states_) {
     by_state[std::string(to_string(ms.second))] += 1;
     warm += (ms.first == model && ms.second == ReplicaState::kWarm);
@@ -205,8 +205,8 @@ void CostAccountingImpl::request_progress(std::uint64_t handle, std::int64_t pro
   metrics_.tokens(r.model, r.tenant, "completion", r.tags, c - r.completion);
   for (const auto& d : r.dims) {
     auto& a = buckets_.dim(t, d);
-    a.prompt += p - r.prompt;
-    a.completion += c - r.completion;
+    a.prompt += static_cast<std::int64_t>(p - r.prompt);  // whole token counts, exact in a double
+    a.completion += static_cast<std::int64_t>(c - r.completion);
   }
   live_.add(t, t, "tokens", "prompt", p - r.prompt);
   live_.add(t, t, "tokens", "completion", c - r.completion);
@@ -277,7 +277,7 @@ double CostAccountingImpl::cache_hit(const RequestLabels& labels, std::int64_t p
   for (const auto& d : r.dims) {
     auto& a = buckets_.dim(t, d);
     a.hits += 1;
-    a.hit_tokens += p + c;
+    a.hit_tokens += static_cast<std::int64_t>(p + c);
     a.savings += avoided;
   }
   live_.add(t, t, "requests", r.model, 1);

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "tidegate/common/log.h"
+#include "tidegate/cost/json_text.h"
 
 namespace tidegate::cost {
 namespace {
@@ -78,7 +79,7 @@ void AlertDispatcher::run() {
     log::warn("cost.budget_alert", {{"alert", alert}});
     if (!url_.empty()) {
       std::string error;
-      if (deliver(boost::json::serialize(alert), &error)) {
+      if (deliver(to_json_text(alert), &error)) {
         ++delivered_;
       } else {
         ++failed_;

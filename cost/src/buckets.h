@@ -14,15 +14,17 @@
 
 namespace tidegate::cost {
 
+// Counts are integers so reports print them as JSON integers; only money is a double.
 struct Agg {
-  double cost = 0, requests = 0, prompt = 0, completion = 0, savings = 0, hits = 0, hit_tokens = 0;
+  double cost = 0, savings = 0;
+  std::int64_t requests = 0, prompt = 0, completion = 0, hits = 0, hit_tokens = 0;
 };
 
 struct Infra {
   double bill = 0, request_usd = 0, idle_usd = 0, standby_usd = 0;
   double active_s = 0, idle_s = 0;  // time active, and active with nothing in flight
-  double max_warm = 0;              // largest warm pool seen in the bucket
-  double promotions = 0;            // warm -> active in the bucket (the burst it served)
+  std::int64_t max_warm = 0;        // largest warm pool seen in the bucket
+  std::int64_t promotions = 0;      // warm -> active in the bucket (the burst it served)
 };
 
 struct Bucket {

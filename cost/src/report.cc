@@ -1,10 +1,11 @@
 #include <boost/json.hpp>
 
-#include <cstdio>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "buckets.h"
+#include "tidegate/cost/json_text.h"
 
 namespace tidegate::cost {
 namespace {
@@ -15,11 +16,12 @@ struct Row {
   double idle_usd = 0, standby_usd = 0;
 };
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+// Text figures: money to nine places (what the JSON carries), counts as integers. Never
+// %g, which turns 12345678901 tokens into 1.23456789e+10.
+std::string usd(double v) { return format_decimal(v, 9); }
+std::string count(std::int64_t v) { return std::to_string(v); }
+// In sentences a dollar amount to the micro-dollar is plenty.
+std::string usd_text(double v) { return format_decimal(v, 6); }
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -29,7 +31,7 @@ std::string csv_field(const std::string& s) {
 }
 
 double per_1k(const Agg& a) {
-  const double tokens = a.prompt + a.completion;
+  const auto tokens = static_cast<double>(a.prompt + a.completion);
   return tokens > 0 ? a.cost / tokens * 1000.0 : 0.0;
 }
 
@@ -65,7 +67,7 @@ boost::json::array hints(const std::map<std::string, Infra>& per_model, const Co
                      {"idle_share_of_active_time", share},
                      {"idle_usd", m.idle_usd},
                      {"message", "Active replicas of " + model + " sat idle " + std::to_string(int(share * 100 + 0.5)) +
-                                     "% of their active time ($" + num(m.idle_usd) +
+                                     "% of their active time ($" + usd_text(m.idle_usd) +
                                      "); scale down sooner or lower the minimum replica count."}});
     }
     if (m.max_warm > m.promotions && m.standby_usd > 0) {
@@ -75,10 +77,11 @@ boost::json::array hints(const std::map<std::string, Infra>& per_model, const Co
                      {"max_promotions_per_window", m.promotions},
                      {"window_s", config.bucket_s},
                      {"standby_usd", m.standby_usd},
-                     {"message", "The warm pool of " + model + " held up to " + num(m.max_warm) +
-                                     " replicas but at most " + num(m.promotions) + " were promoted within any " +
-                                     num(config.bucket_s) + " s window; a pool of " + num(m.promotions) +
-                                     " would have served the same bursts (standby cost $" + num(m.standby_usd) + ")."}});
+                     {"message", "The warm pool of " + model + " held up to " + count(m.max_warm) +
+                                     " replicas but at most " + count(m.promotions) + " were promoted within any " +
+                                     format_decimal(config.bucket_s) + " s window; a pool of " + count(m.promotions) +
+                                     " would have served the same bursts (standby cost $" + usd_text(m.standby_usd) +
+                                     ")."}});
     }
   }
   return out;
@@ -96,7 +99,7 @@ std::pair<std::string, std::string> render_report(const Buckets& buckets, const 
                                                   const std::string& format) {
   const auto error = [](const std::string& msg) {
     return std::pair<std::string, std::string>{
-        boost::json::serialize(boost::json::object{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}),
+        to_json_text(boost::json::object{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}),
         "application/json"};
   };
   if (by != "tenant" && by != "model" && by != "tag") return error("by must be tenant, model or tag");
@@ -139,10 +142,10 @@ std::pair<std::string, std::string> render_report(const Buckets& buckets, const 
     out << by << ",requests,prompt_tokens,completion_tokens,tokens,cost_usd,cost_per_1k_tokens,cache_hits,"
                "cache_savings_usd,idle_usd,standby_usd\n";
     for (const auto& r : list)
-      out << csv_field(r.key) << ',' << num(r.agg.requests) << ',' << num(r.agg.prompt) << ','
-          << num(r.agg.completion) << ',' << num(r.agg.prompt + r.agg.completion) << ',' << num(r.agg.cost) << ','
-          << num(per_1k(r.agg)) << ',' << num(r.agg.hits) << ',' << num(r.agg.savings) << ',' << num(r.idle_usd)
-          << ',' << num(r.standby_usd) << '\n';
+      out << csv_field(r.key) << ',' << count(r.agg.requests) << ',' << count(r.agg.prompt) << ','
+          << count(r.agg.completion) << ',' << count(r.agg.prompt + r.agg.completion) << ',' << usd(r.agg.cost) << ','
+          << usd(per_1k(r.agg)) << ',' << count(r.agg.hits) << ',' << usd(r.agg.savings) << ',' << usd(r.idle_usd)
+          << ',' << usd(r.standby_usd) << '\n';
     return {out.str(), "text/csv; charset=utf-8"};
   }
   boost::json::array jrows;
@@ -175,7 +178,7 @@ std::pair<std::string, std::string> render_report(const Buckets& buckets, const 
         {"idle_share", total.bill > 0 ? total.idle_usd / total.bill : 0.0},
         {"cache_savings_usd", by == "tag" ? 0.0 : savings}}},
       {"hints", hints(models, config)}};
-  return {boost::json::serialize(body), "application/json"};
+  return {to_json_text(body), "application/json"};
 }
 
 }  // namespace tidegate::cost

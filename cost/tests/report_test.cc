@@ -3,10 +3,19 @@
 
 #include <boost/json.hpp>
 
+#include <regex>
+
 #include "test_util.h"
+#include "tidegate/cost/json_text.h"
 
 namespace tidegate::cost {
 namespace {
+
+// Any number written with an exponent (2.68E2, 1e-05) outside the JSON's strings.
+bool has_exponent(const std::string& json) {
+  const auto bare = std::regex_replace(json, std::regex(R"("(?:[^"\\]|\\.)*")"), "\"\"");
+  return std::regex_search(bare, std::regex("[0-9.][eE][-+]?[0-9]"));
+}
 
 constexpr double kT0 = 1796000040.0;  // a minute boundary (divisible by 60)
 
@@ -109,6 +118,39 @@ TEST_F(Reports, DashboardSnapshotCarriesLiveSeries) {
     reqs += p.at(1).to_number<double>() * snap.at("step_s").to_number<double>();
   EXPECT_NEAR(reqs, 31, 1e-9);
   EXPECT_EQ(snap.at("totals").at("cache_hits").to_number<double>(), 1);
+}
+
+// Issue 17: behind llama.cpp the report read "requests":2.68E2 and "cost_usd":4.2E-5.
+TEST_F(Reports, CountsAreJsonIntegersAndMoneyPlainDecimals) {
+  acc->replica_state("r1", "llama", "", ReplicaState::kActive, kT0);
+  for (int i = 0; i < 268; ++i)
+    serve({"llama", "acme", "k", {{"team", "ml"}}}, kT0 + i * 0.1, kT0 + i * 0.1 + 0.0000421, 1234567, 89);
+  acc->cache_hit({"llama", "acme", "k", {}}, 10, 20, kT0 + 30, nullptr);
+  acc->advance(kT0 + 40);
+  for (const char* by : {"tenant", "model", "tag"}) {
+    const auto [body, type] = acc->report(by, kT0, kT0 + 60, "json");
+    EXPECT_FALSE(has_exponent(body)) << body;
+    const auto rep = boost::json::parse(body).as_object();
+    for (const auto& r : rep.at("rows").as_array()) {
+      for (const char* k : {"requests", "prompt_tokens", "completion_tokens", "tokens", "cache_hits"})
+        EXPECT_TRUE(r.at(k).is_int64()) << by << " " << k << ": " << boost::json::serialize(r.at(k));
+      for (const char* k : {"cost_usd", "cost_per_1k_tokens", "cache_savings_usd", "idle_usd", "standby_usd"})
+        EXPECT_TRUE(r.at(k).is_number()) << by << " " << k;
+    }
+    const auto& first = rep.at("rows").at(0);  // acme, llama or team=ml: the served requests
+    EXPECT_EQ(first.at("requests").as_int64(), 268) << by;
+    EXPECT_EQ(first.at("prompt_tokens").as_int64(), 268 * 1234567) << by;
+  }
+  const auto [csv, csv_type] = acc->report("tenant", kT0, kT0 + 60, "csv");
+  EXPECT_FALSE(has_exponent(csv)) << csv;
+  EXPECT_NE(csv.find("\nacme,268,330863956,23852,330887808,"), std::string::npos) << csv;
+  EXPECT_FALSE(has_exponent(to_json_text(acc->dashboard_snapshot(kT0 + 41))));
+}
+
+TEST(ReportText, ExponentDetectorSeesExponentsOnlyOutsideStrings) {
+  EXPECT_TRUE(has_exponent(R"({"requests":2.68E2})"));
+  EXPECT_TRUE(has_exponent(R"([1e-05])"));
+  EXPECT_FALSE(has_exponent(R"({"k":"2.68E2","v":0.000042,"b":true,"f":false})"));
 }
 
 }  // namespace

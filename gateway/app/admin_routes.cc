@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "tidegate/cost/dashboard_assets.h"
+#include "tidegate/cost/json_text.h"
 
 namespace tidegate::app {
 namespace {
@@ -14,7 +15,7 @@ using gateway::RouteRequest;
 LocalReply json_reply(int status, const boost::json::value& v) {
   LocalReply r;
   r.status = status;
-  r.body = boost::json::serialize(v);
+  r.body = cost::to_json_text(v);  // plain decimals: boost::json would write 268.0 as 2.68E2
   r.reason = "admin";
   return r;
 }
@@ -129,7 +130,13 @@ void add_dashboard_routes(gateway::Gateway& gw, const Components& c) {
       const double t = unix_now();
       boost::json::object data;
       if (accounting) data = accounting->dashboard_snapshot(t);
-      else data = {{"version", 1}, {"t", t}, {"step_s", 2.0}, {"totals", boost::json::object{}}, {"series", boost::json::object{}}};
+      else  // no cost section: the gateway's own series, on the feed's time axis
+        data = {{"version", 1},
+                {"t", t},
+                {"step_s", feed ? feed->step_s() : 5.0},
+                {"window_s", feed ? feed->window_s() : 600.0},
+                {"totals", boost::json::object{}},
+                {"series", boost::json::object{}}};
       if (feed) feed->add_series(t, data["series"].as_object());
       auto r = json_reply(200, data);
       r.headers.emplace_back("Cache-Control", "no-store");

@@ -27,6 +27,8 @@ class DashboardFeed final : public gateway::RequestFilter {
               const std::map<std::string, std::pair<int, int>>& desired_active);
   // Adds this feed's series into `series` (the cost snapshot's "series" object).
   void add_series(double t, boost::json::object& series);
+  double step_s() const { return step_s_; }
+  double window_s() const { return step_s_ * static_cast<double>(points_); }
 
  private:
   // A uniform sample of a bucket's values (Vitter's algorithm R): bounded memory under any load,

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -75,11 +76,20 @@ struct Sections {
   std::shared_ptr<const scaler::ScalerConfig> scaler;
 };
 
-// Every section is validated before anything starts, so a typo anywhere fails at load.
+// The folder relative paths in the file are read from (cache.embedder.model_dir), so the
+// gateway finds the same files whatever directory it is started from.
+std::string config_dir(const std::string& path) {
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(path, ec);
+  return ec ? std::string() : abs.parent_path().lexically_normal().string();
+}
+
+// Every section is validated before anything starts, so a typo anywhere fails at load (the
+// cache's model folder included: --check-config names it when it is missing).
 Sections load(const std::string& path) {
   Sections s;
   s.gateway = gateway::load_gateway_config(path);
-  if (present(s.gateway->cache)) s.cache = cache::parse_cache_config(s.gateway->cache, "cache");
+  if (present(s.gateway->cache)) s.cache = cache::parse_cache_config(s.gateway->cache, "cache", config_dir(path));
   if (present(s.gateway->cost)) s.cost = cost::parse_cost_config(s.gateway->cost, "cost");
   if (present(s.gateway->scaler)) s.scaler = scaler::parse_scaler_config(s.gateway->scaler, "scaler");
   if (s.cost) {

@@ -1,6 +1,7 @@
 // tidegate-cost-dashboard-demo: serves the embedded dashboard and a live data.json produced by
 // the real CostAccounting running a demo workload, on 127.0.0.1 (port 0 = any free port,
 // printed as "PORT <n>"). Exits after --seconds (default 60) so a test can never leave it behind.
+// --empty 1: no workload and no replicas, as a gateway that has just started (empty series).
 //   GET /dashboard/[file]       embedded assets
 //   GET /dashboard/data.json    dashboard_snapshot(now) after simulating up to now
 //   GET /admin/costs?by=tenant  report (json)
@@ -21,6 +22,7 @@
 
 #include "tidegate/cost/accounting.h"
 #include "tidegate/cost/dashboard_assets.h"
+#include "tidegate/cost/json_text.h"
 #include "workload.h"
 
 namespace beast = boost::beast;
@@ -57,9 +59,9 @@ http::response<http::string_body> handle(App& app, const http::request<http::str
   } else if (path == "/dashboard/data.json") {
     std::lock_guard lock(app.mu);
     const double t = now_s();
-    app.workload->advance_to(t);
+    if (app.workload) app.workload->advance_to(t);
     res.set(http::field::content_type, "application/json");
-    res.body() = boost::json::serialize(app.acc->dashboard_snapshot(t));
+    res.body() = to_json_text(app.acc->dashboard_snapshot(t));
   } else if (path.rfind(prefix, 0) == 0 && dashboard_asset(path.substr(prefix.size())).found()) {
     const auto asset = dashboard_asset(path.substr(prefix.size()));
     res.set(http::field::content_type, asset.content_type);
@@ -95,16 +97,20 @@ void session(App& app, tcp::socket socket) {
 int main(int argc, char** argv) {
   int port = 0;
   double seconds = 60;
+  bool empty = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--port") port = std::stoi(argv[i + 1]);
     else if (flag == "--seconds") seconds = std::stod(argv[i + 1]);
+    else if (flag == "--empty") empty = std::string(argv[i + 1]) != "0";
   }
   App app;
   app.acc = make_cost_accounting(parse_cost_config(YAML::Load(demo::kDemoConfig), "cost"), app.registry);
   const double start = now_s();
-  app.workload = std::make_unique<demo::Workload>(*app.acc, start - 620);  // ten minutes of history, and a little more
-  app.workload->advance_to(start);
+  if (!empty) {
+    app.workload = std::make_unique<demo::Workload>(*app.acc, start - 620);  // ten minutes of history, and a little more
+    app.workload->advance_to(start);
+  }
 
   boost::asio::io_context ioc;
   tcp::acceptor acceptor(ioc, {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});

@@ -95,7 +95,10 @@ std::string render_hit_sse(RequestView::Endpoint endpoint, const std::string& mo
                            bool include_usage, const boost::json::object* usage_extra = nullptr);
 
 struct CacheConfig;  // defined in cache_config.h
-std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path);
+// base_dir: the config file's folder; a relative embedder.model_dir is read from it (from the
+// working directory when base_dir is empty). The minilm model folder must exist (ConfigError).
+std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path,
+                                                     const std::string& base_dir = {});
 // Returns nullptr when the config disables the cache.
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry);
