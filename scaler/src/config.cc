@@ -344,15 +344,31 @@ std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, 
     pool.signals.model = pool.model;
     if (const auto s = n["signals"]) {
       const auto sp = path_join(ip, "signals");
-      yaml_reject_unknown(s, sp, {"engine_metrics", "metrics_path", "dcgm_url", "gpus", "nvml"});
+      yaml_reject_unknown(s, sp, {"engine_metrics", "metrics_path", "dcgm_url", "gpus", "nvml", "missing_warn_every"});
       pool.signals.engine_metrics = yaml_bool(s, "engine_metrics", sp, true);
       pool.signals.metrics_path = yaml_string(s, "metrics_path", sp, "/metrics");
       pool.signals.dcgm_url = yaml_string(s, "dcgm_url", sp, "");
       pool.signals.gpus = int_list(s, "gpus", sp);
       pool.signals.nvml = yaml_bool(s, "nvml", sp, true);
+      pool.signals.missing_warn_every_s = yaml_seconds(s, "missing_warn_every", sp, pool.signals.missing_warn_every_s);
+      if (!(pool.signals.missing_warn_every_s >= 1))
+        throw ConfigError(path_join(sp, "missing_warn_every"), yaml_line(s["missing_warn_every"]), "must be >= 1s");
     }
     if (pool.signals.gpus.empty()) pool.signals.gpus = pool.process.gpus;
     pool.policy = parse_policy(child(n, "policy"), path_join(ip, "policy"));
+    // Warm replicas are engines running: they count within max_replicas. A pool that cannot
+    // hold its warm replicas even at min_replicas is a config that means something else.
+    const int room = pool.policy.max_replicas - pool.policy.min_replicas;
+    if (pool.lifecycle.warm_pool_size > room) {
+      const auto l = n["lifecycle"];
+      throw ConfigError(path_join(ip, "lifecycle.warm_pool_size"), yaml_line(l["warm_pool_size"] ? l["warm_pool_size"] : l),
+                        std::to_string(pool.lifecycle.warm_pool_size) + " warm replica(s) do not fit: warm replicas count "
+                        "within policy.max_replicas (active + warm <= " + std::to_string(pool.policy.max_replicas) +
+                        ") and policy.min_replicas is " + std::to_string(pool.policy.min_replicas) +
+                        "; raise max_replicas to " + std::to_string(pool.policy.min_replicas + pool.lifecycle.warm_pool_size) +
+                        " or lower warm_pool_size to " + std::to_string(std::max(0, room)));
+    }
+    pool.lifecycle.max_replicas = pool.policy.max_replicas;
     cfg->pools.push_back(std::move(pool));
   }
   return cfg;

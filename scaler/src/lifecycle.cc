@@ -159,6 +159,10 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   auto oldest_first = [](const Record* a, const Record* b) { return a->info.since < b->info.since; };
 
   if (!actuator_.elastic()) desired = static_cast<int>(records_.size());
+  // Warm replicas count within max_replicas: at the ceiling the pool is promoted, not refilled.
+  int warm_pool = config_.warm_pool_size;
+  if (config_.max_replicas > 0) warm_pool = std::clamp(config_.max_replicas - desired - desired_standby, 0, warm_pool);
+  warm_target_ = warm_pool;
 
   auto active = of_state(ReplicaState::kActive);
   auto warm = of_state(ReplicaState::kWarm);
@@ -211,7 +215,7 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
     for (std::size_t i = 0; n_active > desired && i < active.size(); ++i, --n_active) {
       Record& r = *active[i];
       // Back to the warm pool, or on to standby (parked once drained), when either is short.
-      r.info.drain_to_warm = warm_to_be < config_.warm_pool_size + std::max(0, desired_standby - standby_now);
+      r.info.drain_to_warm = warm_to_be < warm_pool + std::max(0, desired_standby - standby_now);
       warm_to_be += r.info.drain_to_warm;
       r.drained = std::make_shared<std::atomic<bool>>(false);
       set_state(r, ReplicaState::kDraining, now);
@@ -225,7 +229,7 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   {
     auto ready = of_state(ReplicaState::kWarm);
     std::sort(ready.begin(), ready.end(), oldest_first);
-    int spare = static_cast<int>(ready.size()) - config_.warm_pool_size;
+    int spare = static_cast<int>(ready.size()) - warm_pool;
     for (std::size_t i = 0; spare > 0 && n_standby < desired_standby && i < ready.size(); ++i) {
       if (!actuator_.park(ready[i]->info.id)) break;  // no standby mechanism: they stay warm
       set_state(*ready[i], ReplicaState::kStandby, now);
@@ -238,7 +242,7 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   // Supply: active + warm pool + standby, counting what is already on its way.
   int starting = 0;
   for (const auto& r : records_) starting += r.info.state == ReplicaState::kStarting;
-  const int need = desired + config_.warm_pool_size + desired_standby - (n_active + warm_to_be + starting + n_standby);
+  const int need = desired + warm_pool + desired_standby - (n_active + warm_to_be + starting + n_standby);
   if (need > 0) {
     int budget = need;
     if (config_.max_parallel_starts > 0) budget = std::min(budget, std::max(0, config_.max_parallel_starts - starting));

@@ -4,8 +4,9 @@
 #include <chrono>
 #include <ctime>
 #include <deque>
-#include <set>
+#include <map>
 
+#include "decision_log.h"
 #include "http_client.h"
 #include "scaler_metrics.h"
 #include "tidegate/common/log.h"
@@ -21,12 +22,13 @@ struct Scaler::Pool {
   std::unique_ptr<SignalSampler> sampler;
   PolicyState policy_state;
   // Snapshots for the admin API (state_mutex_).
-  std::deque<Decision> decisions;
+  DecisionLog decisions{200};
   std::vector<ReplicaInfo> replicas;
   std::deque<PoolEvent> events;
-  std::set<std::string> missing;
+  std::map<std::string, MissingSignal> missing;
   PoolCounts counts;
   ActuatorStats stats;
+  int warm_target = 0;
 };
 
 namespace {
@@ -40,60 +42,18 @@ std::unique_ptr<Actuator> default_actuator(const ModelPoolConfig& c) {
   return nullptr;
 }
 
-json::object signals_json(const Signals& s) {
-  json::object o;
-  auto put = [&](const char* k, const std::optional<double>& v) { o[k] = v ? json::value(*v) : json::value(nullptr); };
-  put("concurrency", s.concurrency);
-  put("queue", s.queue);
-  put("gpu_util", s.gpu_util);
-  put("kv_usage", s.kv_usage);
-  put("arrivals", s.arrivals);
-  put("arrival_prompt_tokens", s.arrival_prompt_tokens);
-  put("prefix_hit_ratio", s.prefix_hit_ratio);
-  put("prefill_backlog_tokens", s.prefill_backlog_tokens);
-  put("kv_used_tokens", s.kv_used_tokens);
-  put("in_flight", s.in_flight);
-  put("ttft_met", s.ttft_met);
-  put("ttft_total", s.ttft_total);
-  return o;
+double system_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-json::object decision_json(const Decision& d) {
-  json::array tiers;
-  for (int n : d.desired_tiers) tiers.push_back(n);
-  json::value work = nullptr;
-  if (d.work)
-    work = json::object{{"demand_replicas", d.work->demand},
-                        {"service_s", d.work->service_s},
-                        {"service_cv2", d.work->service_cv2},
-                        {"burst_margin_replicas", d.work->burst_margin},
-                        {"peak_replicas", d.work->peak},
-                        {"slo_headroom", d.work->headroom},
-                        {"queueing_miss_budget", d.work->queueing_budget},
-                        {"ttft_attainment", d.work->attainment ? json::value(*d.work->attainment) : json::value(nullptr)},
-                        {"for_demand", d.work->for_demand},
-                        {"for_plan", d.work->for_plan}};
-  json::array sigs;
-  for (const auto& r : d.signals)
-    sigs.push_back(json::object{{"signal", r.signal},
-                                {"stable_value", r.stable_value},
-                                {"panic_value", r.panic_value},
-                                {"target", r.target},
-                                {"stable_desired", r.stable_desired},
-                                {"panic_desired", r.panic_desired},
-                                {"within_tolerance", r.within_tolerance}});
-  return json::object{{"t", d.t},
-                      {"active", d.active},
-                      {"starting", d.starting},
-                      {"desired", d.desired},
-                      {"direction", std::string(to_string(d.direction))},
-                      {"panic", d.panic},
-                      {"reason_code", d.reason_code},
-                      {"reason", d.reason},
-                      {"inputs", signals_json(d.inputs)},
-                      {"signals", std::move(sigs)},
-                      {"desired_tiers", std::move(tiers)},
-                      {"work", std::move(work)}};
+// The policy signals each configured key uses, so that a target without its signal is loud.
+std::map<std::string, std::vector<std::string>> needed_by(const PolicyConfig& p) {
+  std::map<std::string, std::vector<std::string>> out;
+  if (p.targets.concurrency_per_replica) out["concurrency"].push_back("policy.targets.concurrency_per_replica");
+  if (p.targets.queue_per_replica) out["queue"].push_back("policy.targets.queue_per_replica");
+  if (p.targets.gpu_util) out["gpu_util"].push_back("policy.targets.gpu_util");
+  if (p.targets.kv_usage) out["kv_usage"].push_back("policy.targets.kv_usage");
+  return out;
 }
 
 }  // namespace
@@ -102,6 +62,7 @@ Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routin
                prometheus::Registry* registry, ScalerOptions options)
     : config_(std::move(config)), routing_(routing), signals_(signals), options_(std::move(options)) {
   if (!options_.make_actuator) options_.make_actuator = default_actuator;
+  if (!options_.wall_clock) options_.wall_clock = system_now;
   if (!options_.fetch) {
     options_.fetch = [](const std::string& url) -> std::optional<std::string> {
       auto r = http::get(url, 0.5);
@@ -119,12 +80,14 @@ Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routin
   for (const auto& pc : config_->pools) {
     auto pool = std::make_unique<Pool>();
     pool->config = pc;
+    pool->decisions = DecisionLog(config_->decisions_kept);
     pool->actuator = options_.make_actuator(pc);
     pool->controller = std::make_unique<PoolController>(pc.model, pc.replica_class, pc.lifecycle, *pool->actuator,
                                                         routing_, options_.listener);
     auto sampler_cfg = pc.signals;
     sampler_cfg.ttft_slo_s = pc.policy.slo.ttft_s;
     sampler_cfg.kv_tokens_per_replica = pc.policy.capacity.kv_tokens;
+    sampler_cfg.needed_by = needed_by(pc.policy);
     pool->sampler = std::make_unique<SignalSampler>(sampler_cfg, options_.fetch, nvml_.get());
     pools_.push_back(std::move(pool));
   }
@@ -200,7 +163,7 @@ void Scaler::tick_pool(Pool& p, double t) {
   SampleDetail detail;
   PolicyInput in;
   in.t = t;
-  in.signals = p.sampler->sample(signals_, active, &detail);
+  in.signals = p.sampler->sample(t, signals_, active, &detail);
   const std::time_t wall = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&wall, &utc);
@@ -208,7 +171,7 @@ void Scaler::tick_pool(Pool& p, double t) {
   in.weekday = utc.tm_wday;
   in.active = before.active;
   // Loads that will refill the warm pool are not capacity for routed traffic.
-  const int refills = std::max(0, p.controller->config().warm_pool_size - before.warm);
+  const int refills = std::max(0, p.controller->warm_target() - before.warm);
   in.starting = std::max(0, before.starting - refills);
   in.warm = before.warm;
   in.cold_start_s = p.controller->measured_startup_s();
@@ -218,39 +181,65 @@ void Scaler::tick_pool(Pool& p, double t) {
                                   {"starting", d.starting}, {"direction", std::string(to_string(d.direction))},
                                   {"reason", d.reason}});
 
+  p.controller->set_max_replicas(policy.max_replicas);  // warm replicas count within it
   p.controller->step(t, d.desired, detail.gateway ? &*detail.gateway : nullptr,
                      d.desired_tiers.empty() ? 0 : d.desired_tiers.front());
 
   const auto counts = p.controller->counts();
   const auto stats = p.actuator->stats();
-  if (metrics_) metrics_->record(p.config.model, d, counts, stats, p.controller->replaced_total());
+  if (metrics_) {
+    metrics_->record(p.config.model, d, counts, stats, p.controller->replaced_total());
+    metrics_->record_missing(p.config.model, p.sampler->missing());
+  }
   std::lock_guard lock(state_mutex_);
-  p.decisions.push_back(std::move(d));
-  while (p.decisions.size() > config_->decisions_kept) p.decisions.pop_front();
+  p.decisions.push(std::move(d), options_.wall_clock());
   p.replicas = p.controller->replicas();
   p.events = p.controller->events();
   p.missing = p.sampler->missing();
+  p.warm_target = p.controller->warm_target();
   p.counts = counts;
   p.stats = stats;
 }
 
 json::object Scaler::admin_state() const {
-  constexpr std::size_t kDecisionsShown = 50;
+  constexpr std::size_t kDecisionsShown = 50, kChangesShown = 20;
   std::lock_guard lock(state_mutex_);
+  // Replica and fault times are on the monotonic clock (they order transitions); each also gets
+  // its wall-clock time, through the clocks' offset now.
+  const double mono = now(), wall = options_.wall_clock();
+  auto wall_of = [&](double t) { return iso8601_utc(t - mono + wall); };
   json::array pools;
   for (const auto& p : pools_) {
-    json::array replicas, events, decisions, missing;
+    json::array replicas, events, decisions, changes, missing;
     for (const auto& r : p->replicas)
       replicas.push_back(json::object{{"id", r.id},
                                       {"endpoint", r.endpoint.host + ":" + std::to_string(r.endpoint.port)},
                                       {"state", std::string(to_string(r.state))},
                                       {"since", r.since},
+                                      {"since_time", wall_of(r.since)},
                                       {"pending", r.placeholder}});
     for (const auto& e : p->events)
-      events.push_back(json::object{{"t", e.t}, {"replica", e.replica_id}, {"kind", e.kind}, {"detail", e.detail}});
-    for (auto it = p->decisions.rbegin(); it != p->decisions.rend() && decisions.size() < kDecisionsShown; ++it)
-      decisions.push_back(decision_json(*it));
-    for (const auto& m : p->missing) missing.push_back(json::value(m));
+      events.push_back(json::object{
+          {"t", e.t}, {"time", wall_of(e.t)}, {"replica", e.replica_id}, {"kind", e.kind}, {"detail", e.detail}});
+    // Newest first. `changes` are the ups and downs alone, however many holds came between.
+    const auto& records = p->decisions.records();
+    for (auto it = records.rbegin(); it != records.rend(); ++it) {
+      if (decisions.size() < kDecisionsShown) decisions.push_back(decision_record_json(*it));
+      if (it->decision.direction != Direction::kHold && changes.size() < kChangesShown)
+        changes.push_back(decision_record_json(*it));
+    }
+    for (const auto& [name, m] : p->missing) {
+      json::array keys;
+      for (const auto& k : m.needed_by) keys.push_back(json::value(k));
+      missing.push_back(json::object{{"signal", name},
+                                     {"detail", m.detail},
+                                     {"needed_by", std::move(keys)},
+                                     {"since", m.since - mono + wall},
+                                     {"since_time", wall_of(m.since)},
+                                     {"missing_for_s", m.last - m.since},
+                                     {"samples", m.samples},
+                                     {"warnings", m.warnings}});
+    }
     const auto& pol = p->config.policy;
     pools.push_back(json::object{
         {"model", p->config.model},
@@ -259,6 +248,7 @@ json::object Scaler::admin_state() const {
         {"limits", json::object{{"min_replicas", pol.min_replicas}, {"max_replicas", pol.max_replicas},
                                 {"scale_to_zero", pol.scale_to_zero}}},
         {"warm_pool_size", p->config.lifecycle.warm_pool_size},
+        {"warm_pool_effective", p->warm_target},
         {"counts", json::object{{"starting", p->counts.starting}, {"warm", p->counts.warm},
                                 {"active", p->counts.active}, {"draining", p->counts.draining},
                                 {"standby", p->counts.standby}}},
@@ -268,9 +258,12 @@ json::object Scaler::admin_state() const {
         {"actuator_errors", p->stats.errors},
         {"actuator_retries", p->stats.retries},
         {"actuator_last_error", p->stats.last_error},
-        {"decisions", std::move(decisions)}});
+        {"decisions", std::move(decisions)},
+        {"changes", std::move(changes)}});
   }
-  return json::object{{"tick_s", config_->tick_s}, {"pools", std::move(pools)}};
+  return json::object{{"tick_s", config_->tick_s},
+                      {"now", json::object{{"t", wall}, {"time", iso8601_utc(wall)}, {"t_monotonic", mono}}},
+                      {"pools", std::move(pools)}};
 }
 
 bool Scaler::set_limits(const std::string& model, int min_replicas, int max_replicas, std::string* error) {
@@ -288,6 +281,11 @@ bool Scaler::set_limits(const std::string& model, int min_replicas, int max_repl
     }
     p->config.policy = next;
     log::info("scaler.limits_changed", {{"model", model}, {"min_replicas", min_replicas}, {"max_replicas", max_replicas}});
+    // The config check would have refused this; at run time the operator's limits win and the
+    // warm pool shrinks to what they leave (warm replicas count within max_replicas).
+    if (const int warm = p->config.lifecycle.warm_pool_size; warm > max_replicas - min_replicas)
+      log::warn("scaler.warm_pool_clipped", {{"model", model}, {"warm_pool_size", warm},
+                                             {"fits_at_min_replicas", max_replicas - min_replicas}});
     return true;
   }
   if (error) *error = "unknown model '" + model + "'";
@@ -296,8 +294,12 @@ bool Scaler::set_limits(const std::string& model, int min_replicas, int max_repl
 
 std::vector<Decision> Scaler::recent_decisions(const std::string& model) const {
   std::lock_guard lock(state_mutex_);
-  for (const auto& p : pools_)
-    if (p->config.model == model) return {p->decisions.begin(), p->decisions.end()};
+  for (const auto& p : pools_) {
+    if (p->config.model != model) continue;
+    std::vector<Decision> out;
+    for (const auto& r : p->decisions.records()) out.push_back(r.decision);
+    return out;
+  }
   return {};
 }
 

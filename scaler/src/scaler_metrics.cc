@@ -27,7 +27,18 @@ ScalerMetrics::ScalerMetrics(prometheus::Registry& r)
       signal_(prometheus::BuildGauge()
                   .Name("tidegate_scaler_signal")
                   .Help("Signal values the policy saw on its last tick")
-                  .Register(r)) {}
+                  .Register(r)),
+      missing_(prometheus::BuildGauge()
+                   .Name("tidegate_scaler_signal_missing")
+                   .Help("1 while a signal is missing from what the scaler samples (engine metric, GPU utilisation, "
+                         "or a signal a configured target needs); 0 once it is back")
+                   .Register(r)) {}
+
+void ScalerMetrics::record_missing(const std::string& model, const std::map<std::string, MissingSignal>& missing) {
+  auto& seen = missing_seen_[model];
+  for (const auto& [name, m] : missing) seen.insert(name);
+  for (const auto& name : seen) missing_.Add({{"model", model}, {"signal", name}}).Set(missing.count(name) ? 1 : 0);
+}
 
 void ScalerMetrics::record(const std::string& model, const Decision& d, const PoolCounts& c, const ActuatorStats& stats,
                            std::uint64_t faults) {

@@ -5,11 +5,14 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <map>
+#include <set>
 #include <string>
 
 #include "tidegate/scaler/actuator.h"
 #include "tidegate/scaler/lifecycle.h"
 #include "tidegate/scaler/policy.h"
+#include "tidegate/scaler/sampler.h"
 
 namespace tidegate::scaler {
 
@@ -18,6 +21,8 @@ class ScalerMetrics final {
   explicit ScalerMetrics(prometheus::Registry& registry);
   void record(const std::string& model, const Decision& d, const PoolCounts& counts, const ActuatorStats& stats,
               std::uint64_t faults);
+  // 1 while a signal is missing, 0 once it is back (so an alert clears).
+  void record_missing(const std::string& model, const std::map<std::string, MissingSignal>& missing);
 
  private:
   prometheus::Family<prometheus::Gauge>& replicas_;
@@ -27,6 +32,8 @@ class ScalerMetrics final {
   prometheus::Family<prometheus::Counter>& actuator_retries_;
   prometheus::Family<prometheus::Counter>& faults_;
   prometheus::Family<prometheus::Gauge>& signal_;
+  prometheus::Family<prometheus::Gauge>& missing_;
+  std::map<std::string, std::set<std::string>> missing_seen_;  // per model: every signal ever exported
 };
 
 }  // namespace tidegate::scaler

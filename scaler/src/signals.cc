@@ -1,5 +1,6 @@
 #include "tidegate/scaler/signals.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -106,6 +107,8 @@ std::vector<PromSample> parse_prometheus_text(std::string_view text) {
   return out;
 }
 
+// The names each engine exports today; sources in scaler/README.md ("Engine metrics"). The
+// first engine whose name matches fills a slot; later (older) names only fill empty ones.
 EngineMetrics extract_engine_metrics(const std::vector<PromSample>& samples) {
   EngineMetrics m;
   auto take = [&](std::optional<double>& slot, std::string_view name, const char* engine, bool mean) {
@@ -115,22 +118,47 @@ EngineMetrics extract_engine_metrics(const std::vector<PromSample>& samples) {
     slot = mean ? f.sum / f.n : f.sum;
     if (m.engine.empty()) m.engine = engine;
   };
+  // vLLM V1 (0.10, 0.11): labels model_name and engine (one series per data-parallel engine).
   take(m.waiting, "vllm:num_requests_waiting", "vllm", false);
   take(m.running, "vllm:num_requests_running", "vllm", false);
   take(m.kv_usage, "vllm:kv_cache_usage_perc", "vllm", true);
-  take(m.kv_usage, "vllm:gpu_cache_usage_perc", "vllm", true);  // name before vLLM 0.10
-  take(m.waiting, "tgi_queue_size", "tgi", false);
-  take(m.running, "tgi_batch_current_size", "tgi", false);
-  take(m.waiting, "llamacpp:requests_deferred", "llamacpp", false);
-  take(m.running, "llamacpp:requests_processing", "llamacpp", false);
-  take(m.kv_usage, "llamacpp:kv_cache_usage_ratio", "llamacpp", true);
+  take(m.kv_usage, "vllm:gpu_cache_usage_perc", "vllm", true);  // before 0.10 (hidden since)
   take(m.prefix_queries_total, "vllm:prefix_cache_queries_total", "vllm", false);
   take(m.prefix_hits_total, "vllm:prefix_cache_hits_total", "vllm", false);
-  take(m.prefix_hit_rate, "vllm:gpu_prefix_cache_hit_rate", "vllm", true);  // vLLM V0
-  take(m.prefix_hit_rate, "sglang:cache_hit_rate", "sglang", true);
+  take(m.prefix_queries_total, "vllm:gpu_prefix_cache_queries_total", "vllm", false);  // 0.8, 0.9
+  take(m.prefix_hits_total, "vllm:gpu_prefix_cache_hits_total", "vllm", false);
+  take(m.prefix_hit_rate, "vllm:gpu_prefix_cache_hit_rate", "vllm", true);  // V0
+  // SGLang: scheduler gauges (labels model_name, engine_type, tp_rank, pp_rank, ...; only
+  // attention-TP rank 0 reports by default) and the tokenizer's token counters.
   take(m.waiting, "sglang:num_queue_reqs", "sglang", false);
   take(m.running, "sglang:num_running_reqs", "sglang", false);
   take(m.kv_usage, "sglang:token_usage", "sglang", true);
+  if (find(samples, "sglang:cached_tokens_total").n > 0) {
+    take(m.prefix_queries_total, "sglang:prompt_tokens_total", "sglang", false);  // whole prompts
+    take(m.prefix_hits_total, "sglang:cached_tokens_total", "sglang", false);
+  }
+  take(m.prefix_hit_rate, "sglang:cache_hit_rate", "sglang", true);
+  // TGI: no KV-usage and no prefix-cache metric.
+  take(m.waiting, "tgi_queue_size", "tgi", false);
+  take(m.running, "tgi_batch_current_size", "tgi", false);
+  // llama.cpp's llama-server (--metrics): no KV-usage metric any more (kv_cache_usage_ratio and
+  // kv_cache_tokens were removed). Builds that count cached prompt tokens give the prefix
+  // cache: prompt_tokens_total excludes them, so the tokens looked up are the sum of the two.
+  take(m.waiting, "llamacpp:requests_deferred", "llamacpp", false);
+  take(m.running, "llamacpp:requests_processing", "llamacpp", false);
+  take(m.kv_usage, "llamacpp:kv_cache_usage_ratio", "llamacpp", true);  // builds from before its removal
+  if (!m.prefix_queries_total) {
+    const Found cached = find(samples, "llamacpp:prompt_tokens_cached_total");
+    const Found processed = find(samples, "llamacpp:prompt_tokens_total");
+    if (cached.n > 0 && processed.n > 0) {
+      m.prefix_hits_total = cached.sum;
+      m.prefix_queries_total = cached.sum + processed.sum;
+      // llama-server prints doubles with 6 significant digits: 1234567 tokens reads 1.23457e+06.
+      const double q = std::max(1.0, *m.prefix_queries_total);
+      m.prefix_resolution = std::pow(10.0, std::floor(std::log10(q)) - 5);
+      if (m.engine.empty()) m.engine = "llamacpp";
+    }
+  }
   return m;
 }
 

@@ -104,6 +104,11 @@ TEST(ScalerConfig, RejectsBadInputNamingKeyAndLine) {
        "scaler.pools[0].policy.schedule[0].from", 7},
       {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n    - model: a\n      actuator: {kind: static}\n",
        "scaler.pools[1].model", 5},
+      {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      lifecycle: {warm_pool_size: 1}\n"
+       "      policy: {min_replicas: 2, max_replicas: 2}\n",
+       "scaler.pools[0].lifecycle.warm_pool_size", 5},
+      {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      signals: {missing_warn_every: 0s}\n",
+       "scaler.pools[0].signals.missing_warn_every", 5},
   };
   for (const auto& c : cases) {
     try {
@@ -114,6 +119,25 @@ TEST(ScalerConfig, RejectsBadInputNamingKeyAndLine) {
       EXPECT_EQ(e.line(), c.line) << e.what();
     }
   }
+}
+
+TEST(ScalerConfig, WarmReplicasCountWithinMaxReplicas) {
+  const auto c = parse(kFull);
+  EXPECT_EQ(c->pools[0].lifecycle.max_replicas, 6) << "the lifecycle's ceiling is the policy's maximum";
+  EXPECT_DOUBLE_EQ(c->pools[0].signals.missing_warn_every_s, 300);
+  try {
+    parse("scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      lifecycle: {warm_pool_size: 1}\n"
+          "      policy: {min_replicas: 2, max_replicas: 2}\n");
+    ADD_FAILURE() << "max 2 + warm 1 would run three engines";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("within policy.max_replicas"), std::string::npos) << what;
+    EXPECT_NE(what.find("raise max_replicas to 3"), std::string::npos) << what;
+  }
+  // A scale-to-zero pool may keep its whole maximum warm.
+  EXPECT_NO_THROW(parse("scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n"
+                        "      lifecycle: {warm_pool_size: 1}\n      signals: {missing_warn_every: 10m}\n"
+                        "      policy: {min_replicas: 0, max_replicas: 1, scale_to_zero: true}\n"));
 }
 
 TEST(ScalerConfig, PolicyAloneForTheReplayTool) {

@@ -109,6 +109,43 @@ TEST_F(Fixture, ColdStartActivatesOnceHealthy) {
   EXPECT_EQ(routing.activated.size(), 2u);
 }
 
+TEST_F(Fixture, WarmReplicasCountWithinMaxReplicas) {
+  auto pool = make(1);
+  pool->set_max_replicas(2);
+  pool->step(0, 1);
+  EXPECT_EQ(act.starts, 2) << "one active and one warm fit under 2";
+  act.ready_all();
+  pool->step(1, 1);
+  EXPECT_EQ(pool->counts().active, 1);
+  EXPECT_EQ(pool->counts().warm, 1);
+  // At the ceiling the warm replica is promoted and not refilled: two engines, not three.
+  pool->step(2, 2);
+  pool->step(3, 2);
+  EXPECT_EQ(pool->counts().active, 2);
+  EXPECT_EQ(pool->counts().warm + pool->counts().starting, 0);
+  EXPECT_EQ(act.starts, 2);
+  EXPECT_EQ(pool->warm_target(), 0);
+  // Back to one: the drained replica goes back to the warm pool; nothing stopped or started.
+  pool->step(4, 1);
+  ASSERT_EQ(routing.drained.size(), 1u);
+  routing.finish(routing.drained[0]);
+  pool->step(5, 1);
+  EXPECT_EQ(pool->counts().active, 1);
+  EXPECT_EQ(pool->counts().warm, 1);
+  EXPECT_TRUE(act.stopped.empty());
+  EXPECT_EQ(act.starts, 2);
+  // Standby counts too: one active and one parked leave no room for a warm one.
+  pool->step(6, 1, nullptr, 1);
+  EXPECT_EQ(pool->counts().standby, 1);
+  EXPECT_EQ(pool->counts().warm + pool->counts().starting, 0);
+  EXPECT_EQ(act.starts, 2);
+  // No ceiling (the replay tool's controller): the pool refills on top.
+  pool->set_max_replicas(0);
+  pool->step(7, 2);
+  EXPECT_EQ(act.woken.size(), 1u);
+  EXPECT_EQ(act.starts, 3) << "the parked one wakes for the second active; the pool refills on top";
+}
+
 TEST_F(Fixture, StandbyParksWakesAndIsBilledAsItsOwnState) {
   auto pool = make(0);
   pool->step(0, 1, nullptr, 2);  // one active, two parked

@@ -10,10 +10,12 @@
 #include <mutex>
 #include <thread>
 
+#include "decision_log.h"
 #include "tidegate/scaler/scaler.h"
 
 namespace tidegate::scaler {
 namespace {
+namespace json = boost::json;
 
 // Replicas become ready on the first observation after start (an instant cold start).
 class InstantActuator final : public Actuator {
@@ -46,8 +48,7 @@ class Gateway final : public RoutingTarget, public SignalSource {
   }
 };
 
-std::shared_ptr<const ScalerConfig> config() {
-  return parse_scaler_config(YAML::Load(R"(
+constexpr const char* kConfig = R"(
 tick: 100ms
 pools:
   - model: m
@@ -58,19 +59,31 @@ pools:
       max_replicas: 5
       targets: {concurrency_per_replica: 10}
       scale_down_stabilization: 0s
-)"),
-                             "scaler");
+)";
+
+std::shared_ptr<const ScalerConfig> config(const std::string& text = kConfig) {
+  return parse_scaler_config(YAML::Load(text), "scaler");
 }
 
 struct ScalerTest : ::testing::Test {
   Gateway gw;
   prometheus::Registry registry;
   double now = 100;
-  std::unique_ptr<Scaler> make() {
+  std::string engine_body;  // what every replica's /metrics serves
+  std::unique_ptr<Scaler> make(const std::string& text = kConfig) {
     ScalerOptions o;
     o.clock = [this] { return now; };
+    o.wall_clock = [this] { return 1700000000 + now; };  // 2023-11-14T22:13:20Z + now
     o.make_actuator = [](const ModelPoolConfig&) { return std::make_unique<InstantActuator>(); };
-    return std::make_unique<Scaler>(config(), gw, &gw, &registry, o);
+    o.fetch = [this](const std::string&) { return std::optional(engine_body); };
+    return std::make_unique<Scaler>(config(text), gw, &gw, &registry, o);
+  }
+  // Ticks behind the admin list (held decisions are collapsed into counts).
+  std::uint64_t ticks(const Scaler& s) {
+    std::uint64_t n = 0;
+    const auto state = s.admin_state();  // alive through the loop
+    for (const auto& d : state.at("pools").as_array()[0].at("decisions").as_array()) n += d.at("count").as_uint64();
+    return n;
   }
   std::string metrics() { return prometheus::TextSerializer().Serialize(registry.Collect()); }
 };
@@ -138,14 +151,119 @@ TEST_F(ScalerTest, LimitsChangeAtRunTime) {
 TEST_F(ScalerTest, ThreadTicksUntilStopped) {
   auto s = make();
   s->start();
-  for (int i = 0; i < 100 && s->recent_decisions("m").size() < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 100 && ticks(*s) < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   s->stop();
-  const auto n = s->recent_decisions("m").size();
+  const auto n = ticks(*s);
   EXPECT_GE(n, 3u);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_EQ(s->recent_decisions("m").size(), n) << "no ticks after stop";
+  EXPECT_EQ(ticks(*s), n) << "no ticks after stop";
   EXPECT_EQ(s->counts("m").active, 0) << "stop() stopped the replicas";
+}
+
+TEST_F(ScalerTest, DecisionsCarryWallClockTimesAndHoldsCollapse) {
+  auto s = make();
+  gw.demand = 25;
+  s->tick();  // up to 3 (from zero) ...
+  now += 1, s->tick();  // ... and up again while they are still warm: promoted now
+  for (int i = 0; i < 299; ++i) now += 1, s->tick();  // five minutes of the same hold
+  auto pool = s->admin_state().at("pools").as_array()[0].as_object();
+  auto decisions = pool.at("decisions").as_array();
+  // Newest first: the target-tracking hold, the panic hold before it (the panic window lasts a
+  // minute), and the two ups.
+  ASSERT_EQ(decisions.size(), 4u) << json::serialize(decisions);
+  const auto& hold = decisions[0].as_object();
+  EXPECT_EQ(hold.at("direction").as_string(), "hold");
+  EXPECT_EQ(hold.at("reason_code").as_string(), "target_tracking");
+  EXPECT_EQ(hold.at("count").as_uint64(), 240u);
+  EXPECT_DOUBLE_EQ(hold.at("first_t").as_double(), 1700000161);
+  EXPECT_EQ(hold.at("first_time").as_string(), "2023-11-14T22:16:01.000Z");
+  EXPECT_DOUBLE_EQ(hold.at("t").as_double(), 1700000400);
+  EXPECT_EQ(hold.at("time").as_string(), "2023-11-14T22:20:00.000Z");
+  EXPECT_DOUBLE_EQ(hold.at("t_monotonic").as_double(), 400) << "the clock replica `since` times are on";
+  EXPECT_EQ(decisions[1].at("reason_code").as_string(), "panic");
+  EXPECT_EQ(decisions[1].at("count").as_uint64(), 59u);
+  const auto& up = decisions[3].as_object();
+  EXPECT_EQ(up.at("direction").as_string(), "up");
+  EXPECT_EQ(up.at("time").as_string(), "2023-11-14T22:15:00.000Z");
+  EXPECT_EQ(up.at("count").as_uint64(), 1u);
+  EXPECT_EQ(pool.at("changes").as_array().size(), 2u);
+  EXPECT_FALSE(pool.at("replicas").as_array()[0].at("since_time").as_string().empty());
+  EXPECT_EQ(s->admin_state().at("now").at("time").as_string(), "2023-11-14T22:20:00.000Z");
+}
+
+Decision decision(double t, Direction dir, int desired, const char* code) {
+  Decision d;
+  d.t = t;
+  d.direction = dir;
+  d.desired = d.active = desired;
+  d.reason_code = code;
+  d.reason = std::string(code) + " at " + std::to_string(t);  // numbers differ tick to tick
+  return d;
+}
+
+TEST(DecisionLogTest, RealDecisionsOutliveHoldsInAShortList) {
+  DecisionLog log(4);
+  auto push = [&](double t, Direction dir, int desired, const char* code) {
+    log.push(decision(t, dir, desired, code), 1700000000 + t);
+  };
+  push(0, Direction::kUp, 3, "from_zero");
+  for (int t = 1; t <= 100; ++t) push(t, Direction::kHold, 3, "within_tolerance");
+  ASSERT_EQ(log.records().size(), 2u);
+  EXPECT_EQ(log.records().back().count, 100u);
+  EXPECT_DOUBLE_EQ(log.records().back().first_wall_s, 1700000001);
+  EXPECT_DOUBLE_EQ(log.records().back().wall_s, 1700000100);
+  EXPECT_EQ(log.records().back().decision.reason, "within_tolerance at 100.000000") << "the latest is kept";
+  // Holds that differ (the reason code flips) do not collapse; they go before any real one.
+  push(101, Direction::kDown, 2, "target_tracking");
+  for (int t = 102; t < 140; ++t) push(t, Direction::kHold, 2, t % 2 ? "within_tolerance" : "stabilised");
+  push(140, Direction::kUp, 4, "panic");
+  push(141, Direction::kHold, 4, "within_tolerance");
+  ASSERT_EQ(log.records().size(), 4u);
+  EXPECT_EQ(log.records()[0].decision.reason_code, "from_zero");
+  EXPECT_EQ(log.records()[1].decision.direction, Direction::kDown);
+  EXPECT_EQ(log.records()[2].decision.reason_code, "panic");
+  EXPECT_EQ(log.records()[3].decision.t, 141) << "the newest record is never evicted";
+  // Only real decisions left: the oldest of them goes.
+  for (int t = 142; t < 146; ++t) push(t, t % 2 ? Direction::kUp : Direction::kDown, 5 + t % 2, "target_tracking");
+  ASSERT_EQ(log.records().size(), 4u);
+  EXPECT_EQ(log.records()[0].decision.t, 142);
+  EXPECT_EQ(iso8601_utc(1700000000.2504), "2023-11-14T22:13:20.250Z");
+  EXPECT_EQ(iso8601_utc(1700000000.9996), "2023-11-14T22:13:21.000Z");
+}
+
+TEST_F(ScalerTest, ATargetWithoutItsSignalIsMissingUntilItIsBack) {
+  auto s = make(R"(
+tick: 100ms
+pools:
+  - model: m
+    actuator: {kind: static}
+    signals: {engine_metrics: true, nvml: false, missing_warn_every: 60s}
+    policy:
+      min_replicas: 1
+      max_replicas: 5
+      targets: {concurrency_per_replica: 10, kv_usage: 0.8}
+)");
+  engine_body = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n";
+  gw.demand = 5;
+  for (int i = 0; i < 130; ++i) now += 1, s->tick();
+  EXPECT_NE(metrics().find(R"(tidegate_scaler_signal_missing{model="m",signal="kv_usage"} 1)"), std::string::npos)
+      << metrics();
+  const auto missing = s->admin_state().at("pools").as_array()[0].at("missing_signals").as_array();
+  const json::object* kv = nullptr;
+  for (const auto& m : missing)
+    if (m.at("signal").as_string() == "kv_usage") kv = &m.as_object();
+  ASSERT_TRUE(kv) << json::serialize(missing);
+  EXPECT_EQ(kv->at("needed_by").as_array().at(0).as_string(), "policy.targets.kv_usage");
+  EXPECT_EQ(kv->at("warnings").as_uint64(), 3u) << "first seen, then every 60 s";
+  EXPECT_GE(kv->at("missing_for_s").as_double(), 120);
+
+  engine_body += "vllm:kv_cache_usage_perc 0.5\n";
+  now += 1, s->tick();
+  EXPECT_NE(metrics().find(R"(tidegate_scaler_signal_missing{model="m",signal="kv_usage"} 0)"), std::string::npos)
+      << metrics();
+  const auto after = s->admin_state();
+  for (const auto& m : after.at("pools").as_array()[0].at("missing_signals").as_array())
+    EXPECT_NE(m.at("signal").as_string(), "kv_usage");
 }
 
 }  // namespace

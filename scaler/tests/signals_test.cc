@@ -101,7 +101,7 @@ class FixedSource final : public SignalSource {
   }
 };
 
-TEST(Sampler, MergesGatewayAndEnginesAndReportsMissingOnce) {
+TEST(Sampler, MergesGatewayAndEnginesAndTracksWhatIsMissing) {
   std::map<std::string, std::string> bodies{
       {"http://10.0.0.1:8000/metrics", kVllm},
       {"http://10.0.0.2:8000/metrics", "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n"},
@@ -121,7 +121,7 @@ TEST(Sampler, MergesGatewayAndEnginesAndReportsMissingOnce) {
   gw.value.queue_depth = 5;
   gw.value.in_flight = 4;
   SampleDetail d;
-  const auto s = sampler.sample(&gw, {{"10.0.0.1", 8000}, {"10.0.0.2", 8000}}, &d);
+  const auto s = sampler.sample(0, &gw, {{"10.0.0.1", 8000}, {"10.0.0.2", 8000}}, &d);
   EXPECT_EQ(d.engines_scraped, 2);
   // Engines: 3 waiting + 8 running = 11 > gateway 5 + 4: the larger view wins.
   EXPECT_EQ(s.concurrency, 11);
@@ -134,7 +134,7 @@ TEST(Sampler, MergesGatewayAndEnginesAndReportsMissingOnce) {
   bodies["http://10.0.0.1:8000/metrics"] = "vllm:num_requests_running 2\n";
   bodies["http://10.0.0.2:8000/metrics"] = "vllm:num_requests_running 2\n";
   for (int i = 0; i < 3; ++i) {
-    const auto s2 = sampler.sample(&gw, {{"10.0.0.1", 8000}, {"10.0.0.2", 8000}});
+    const auto s2 = sampler.sample(0, &gw, {{"10.0.0.1", 8000}, {"10.0.0.2", 8000}});
     EXPECT_EQ(s2.concurrency, 9);  // gateway 9 > engines 4
     EXPECT_EQ(s2.queue, 5);
     EXPECT_FALSE(s2.kv_usage);
@@ -142,6 +142,35 @@ TEST(Sampler, MergesGatewayAndEnginesAndReportsMissingOnce) {
   EXPECT_EQ(sampler.missing().count("engine.waiting"), 1u);
   EXPECT_EQ(sampler.missing().count("engine.kv_usage"), 1u);
   EXPECT_EQ(sampler.missing().count("engine.running"), 0u);
+  EXPECT_EQ(sampler.missing().at("engine.waiting").samples, 3u);
+  EXPECT_EQ(sampler.missing().at("engine.waiting").warnings, 1u) << "nothing configured needs it: logged once";
+}
+
+TEST(Sampler, PrefixCountersStartAfreshWhenTheReplicaSetChanges) {
+  std::map<std::string, std::string> bodies;
+  auto engine = [](double queries, double hits) {
+    return "vllm:num_requests_running 1\nvllm:prefix_cache_queries_total " + std::to_string(queries) +
+           "\nvllm:prefix_cache_hits_total " + std::to_string(hits) + "\n";
+  };
+  bodies["http://a:1/metrics"] = engine(1000, 0);
+  Fetcher fetch = [&](const std::string& url) -> std::optional<std::string> { return bodies.at(url); };
+  SamplerConfig cfg;
+  cfg.model = "llama";
+  cfg.nvml = false;
+  SignalSampler sampler(cfg, fetch);
+  sampler.sample(0, nullptr, {{"a", 1}});
+  // A replica joins with a long history of hits: its counters are not this interval's traffic.
+  bodies["http://b:1/metrics"] = engine(900000, 800000);
+  bodies["http://a:1/metrics"] = engine(2000, 0);
+  EXPECT_FALSE(sampler.sample(1, nullptr, {{"a", 1}, {"b", 1}}).prefix_hit_ratio);
+  bodies["http://a:1/metrics"] = engine(3000, 0);
+  bodies["http://b:1/metrics"] = engine(901000, 801000);
+  EXPECT_DOUBLE_EQ(*sampler.sample(2, nullptr, {{"a", 1}, {"b", 1}}).prefix_hit_ratio, 0.5);
+  // vLLM 0.8/0.9 names count too.
+  const auto m = extract_engine_metrics(parse_prometheus_text(
+      "vllm:gpu_prefix_cache_queries_total{model_name=\"x\"} 10\nvllm:gpu_prefix_cache_hits_total{model_name=\"x\"} 4\n"));
+  EXPECT_EQ(m.prefix_queries_total, 10);
+  EXPECT_EQ(m.prefix_hits_total, 4);
 }
 
 TEST(Sampler, WorkSignalsAreDifferencedAndTtftReadAtTheSlo) {
@@ -166,7 +195,7 @@ TEST(Sampler, WorkSignalsAreDifferencedAndTtftReadAtTheSlo) {
   gw.value.arrivals_total = 100;
   gw.value.arrival_prompt_tokens_total = 50000;
   gw.value.queued_prompt_tokens = 1200;
-  auto first = sampler.sample(&gw, {{"10.0.0.1", 8000}});
+  auto first = sampler.sample(0, &gw, {{"10.0.0.1", 8000}});
   EXPECT_FALSE(first.arrivals) << "a first sample has nothing to difference against";
   EXPECT_FALSE(first.prefix_hit_ratio);
   EXPECT_EQ(first.prefill_backlog_tokens, 1200);
@@ -181,7 +210,7 @@ TEST(Sampler, WorkSignalsAreDifferencedAndTtftReadAtTheSlo) {
   gw.value.ttft_total = 10;
   for (std::size_t i = 0; i < kTtftBounds.size(); ++i) gw.value.ttft_le_total[i] = i < one_s ? 0 : i == one_s ? 6 : 8;
   bodies["http://10.0.0.1:8000/metrics"] = engine(3000, 1100);
-  const auto s = sampler.sample(&gw, {{"10.0.0.1", 8000}});
+  const auto s = sampler.sample(0, &gw, {{"10.0.0.1", 8000}});
   EXPECT_EQ(s.arrivals, 10);
   EXPECT_EQ(s.arrival_prompt_tokens, 6000);
   ASSERT_TRUE(s.arrival_prompt_sizes);
@@ -193,15 +222,16 @@ TEST(Sampler, WorkSignalsAreDifferencedAndTtftReadAtTheSlo) {
   // A gateway restart resets its counters: no negative difference, the next sample resumes.
   gw.value.arrivals_total = 3;
   gw.value.ttft_total = 0;
-  EXPECT_FALSE(sampler.sample(&gw, {{"10.0.0.1", 8000}}).arrivals);
+  EXPECT_FALSE(sampler.sample(0, &gw, {{"10.0.0.1", 8000}}).arrivals);
 
   // An engine without prefix-cache metrics: reported once, nothing taken as cached.
   bodies["http://10.0.0.1:8000/metrics"] = "llamacpp:requests_processing 1\nllamacpp:requests_deferred 0\n";
-  for (int i = 0; i < 2; ++i) EXPECT_FALSE(sampler.sample(&gw, {{"10.0.0.1", 8000}}).prefix_hit_ratio);
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(sampler.sample(0, &gw, {{"10.0.0.1", 8000}}).prefix_hit_ratio);
   EXPECT_EQ(sampler.missing().count("engine.prefix_cache"), 1u);
-  // SGLang's gauge stands in for the counters.
+  // SGLang's gauge stands in for the counters (and the record goes).
   bodies["http://10.0.0.1:8000/metrics"] = "sglang:num_running_reqs 2\nsglang:cache_hit_rate 0.3\n";
-  EXPECT_DOUBLE_EQ(*sampler.sample(&gw, {{"10.0.0.1", 8000}}).prefix_hit_ratio, 0.3);
+  EXPECT_DOUBLE_EQ(*sampler.sample(0, &gw, {{"10.0.0.1", 8000}}).prefix_hit_ratio, 0.3);
+  EXPECT_EQ(sampler.missing().count("engine.prefix_cache"), 0u);
 }
 
 TEST(Sampler, WorksWithoutGatewayOrEngines) {
@@ -209,9 +239,9 @@ TEST(Sampler, WorksWithoutGatewayOrEngines) {
   cfg.model = "llama";
   cfg.nvml = false;
   SignalSampler sampler(cfg, [](const std::string&) { return std::nullopt; });
-  const auto s = sampler.sample(nullptr, {});
+  const auto s = sampler.sample(0, nullptr, {});
   EXPECT_FALSE(s.concurrency || s.queue || s.gpu_util || s.kv_usage);
-  const auto s2 = sampler.sample(nullptr, {{"127.0.0.1", 1}});
+  const auto s2 = sampler.sample(0, nullptr, {{"127.0.0.1", 1}});
   EXPECT_FALSE(s2.concurrency);
   EXPECT_EQ(sampler.missing().count("engine.scrape"), 1u);
 }

@@ -20,6 +20,10 @@ namespace tidegate::scaler {
 
 struct LifecycleConfig {
   int warm_pool_size = 0;          // ready, unrouted replicas kept for instant scale-up
+  // Ceiling on engines running (active + warm + standby + starting): the warm pool fills only
+  // what the active and standby replicas leave under it, so max_replicas bounds the cost.
+  // Draining replicas are on their way out and not counted. 0 = no ceiling.
+  int max_replicas = 0;
   double startup_timeout_s = 600;  // never healthy within this: stopped, replaced, reported
   double drain_timeout_s = 900;    // generous: in-flight generations finish before a stop
   int max_parallel_starts = 0;     // 0 = unlimited
@@ -81,6 +85,9 @@ class PoolController final {
   std::optional<double> measured_startup_s() const { return startup_s_; }
   const LifecycleConfig& config() const { return config_; }
   void set_warm_pool_size(int n) { config_.warm_pool_size = n; }
+  void set_max_replicas(int n) { config_.max_replicas = n; }
+  // The warm pool the last step kept: warm_pool_size, or less where max_replicas leaves less.
+  int warm_target() const { return warm_target_; }
 
  private:
   struct Record {
@@ -109,6 +116,7 @@ class PoolController final {
   std::uint64_t next_placeholder_ = 0;
   std::uint64_t replaced_ = 0;
   std::optional<double> startup_s_;
+  int warm_target_ = 0;
 };
 
 }  // namespace tidegate::scaler

@@ -34,6 +34,8 @@ namespace tidegate::scaler {
 struct ScalerOptions {
   // Seconds on a monotonic clock; passed to listeners and decisions. Default: steady_clock.
   std::function<double()> clock;
+  // Unix seconds, for the admin API's times. Default: system_clock.
+  std::function<double()> wall_clock;
   StateListener listener;
   // Builds each pool's actuator; default picks by config kind.
   std::function<std::unique_ptr<Actuator>(const ModelPoolConfig&)> make_actuator;
@@ -60,12 +62,14 @@ class Scaler final {
   // One pass over every pool. The thread calls it; tests may call it when not started.
   void tick();
 
-  // GET /admin/scaler: per pool limits, replica states, recent decisions and faults.
+  // GET /admin/scaler: per pool limits, replica states, recent decisions (identical holds
+  // collapsed, with a count), the ups and downs alone, faults and missing signals.
   boost::json::object admin_state() const;
   // Admin call: changes min/max replicas at run time. False (with *error) for an unknown
   // model or min > max, min < 0, min == 0 without scale_to_zero.
   bool set_limits(const std::string& model, int min_replicas, int max_replicas, std::string* error = nullptr);
 
+  // The latest decision of each record of the admin list, oldest first.
   std::vector<Decision> recent_decisions(const std::string& model) const;
   PoolCounts counts(const std::string& model) const;
 

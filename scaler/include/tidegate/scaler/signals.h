@@ -1,6 +1,6 @@
 #pragma once
 // Engine and GPU signals: a small Prometheus text-format parser, the metric names of the
-// common engines (vLLM, TGI, llama.cpp) and of NVIDIA's DCGM exporter, and NVML loaded with
+// common engines (vLLM, SGLang, TGI, llama.cpp) and of NVIDIA's DCGM exporter, and NVML loaded with
 // dlopen when the driver is there. Missing metrics are reported, never fatal.
 #include <map>
 #include <memory>
@@ -26,10 +26,11 @@ struct EngineMetrics {
   std::optional<double> waiting;   // queued in the engine
   std::optional<double> running;   // being generated
   std::optional<double> kv_usage;  // 0..1
-  // Prefix caching: vLLM's token counters (cumulative), or a hit-rate gauge where that is
-  // all an engine has (vLLM V0, SGLang).
+  // Prefix caching: prompt tokens looked up and found cached (cumulative counters: vLLM,
+  // SGLang, llama.cpp), or a hit-rate gauge where that is all an engine has (vLLM V0).
   std::optional<double> prefix_queries_total, prefix_hits_total;
   std::optional<double> prefix_hit_rate;
+  double prefix_resolution = 0;    // tokens: how coarsely the engine prints those counters (0 = exactly)
   std::string engine;              // "vllm", "tgi", "llamacpp", "sglang" or "" when unknown
 };
 
