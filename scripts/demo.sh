@@ -5,6 +5,8 @@
 #   DEMO_LOAD=1 scripts/demo.sh      # also send a bounded burst, then watch the scale-down
 #   BUILD=build-foo scripts/demo.sh  # binaries from another build dir (default: build)
 #   DEMO_PORT=8090 scripts/demo.sh   # listen elsewhere than 8080
+#   ENGINE=llama.cpp scripts/demo.sh # real llama-server replicas with SmolLM2-135M instead
+#                                    # (configs/llamacpp.yaml; scripts/setup_engines.sh builds them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -27,9 +29,21 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
   exit 1
 fi
 export PATH="$(cd "$BUILD/bin" && pwd):$PATH"
+SOURCE_CONFIG=configs/demo.yaml
+MODEL=llama-sim
+CONCURRENCY=48
+if [[ ${ENGINE:-sim} == llama.cpp ]]; then
+  if [[ ! -x third_party/engines/llama.cpp/bin/llama-server ]]; then
+    echo "demo: llama-server is not built; run scripts/setup_engines.sh (make demo ENGINE=llama.cpp does)" >&2
+    exit 1
+  fi
+  SOURCE_CONFIG=configs/llamacpp.yaml
+  MODEL=smollm2
+  CONCURRENCY=8   # 3 replicas x 2 slots on a CPU: enough to queue and scale, not to time out
+fi
 mkdir -p .cache/demo
 config=.cache/demo/demo.yaml
-sed "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/" configs/demo.yaml > "$config"
+sed "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/" "$SOURCE_CONFIG" > "$config"
 "$BUILD/bin/tidegate" --check-config "$config"
 "$BUILD/bin/tidegate" --config "$config" 2> >(tee .cache/demo/tidegate.log >&2) &
 pid=$!
@@ -49,7 +63,7 @@ if [[ $ready != 1 ]]; then
 fi
 cat <<MSG
 
-Tidegate is up on $BASE (simulated llama-sim replicas, warm pool of 1).
+Tidegate is up on $BASE ($SOURCE_CONFIG: model $MODEL).
 
   Dashboard      $BASE/dashboard/
   Metrics        $BASE/metrics
@@ -58,17 +72,17 @@ Tidegate is up on $BASE (simulated llama-sim replicas, warm pool of 1).
   Cache stats    curl -H 'Authorization: Bearer admin-demo' $BASE/admin/cache/stats
   A request      curl $BASE/v1/chat/completions -H 'Authorization: Bearer sk-demo-search' \\
                    -H 'Content-Type: application/json' \\
-                   -d '{"model":"llama-sim","messages":[{"role":"user","content":"What is a tidegate?"}]}'
+                   -d '{"model":"$MODEL","messages":[{"role":"user","content":"What is a tidegate?"}]}'
   Send it twice: the second answer comes from the cache (x-tidegate-cache: hit, x-tidegate-cost-usd).
-  Load burst     .venv/bin/python scripts/demo_load.py --base $BASE --seconds 40 --concurrency 48
+  Load burst     .venv/bin/python scripts/demo_load.py --base $BASE --seconds 40 --concurrency $CONCURRENCY --model $MODEL
 
 Ctrl-C stops the gateway and its replicas.
 MSG
 if [[ ${DEMO_LOAD:-0} == 1 ]]; then
-  echo "demo: ${SECONDS_LOAD} s burst of 48 concurrent streams; the scaler's view follows"
+  echo "demo: ${SECONDS_LOAD} s burst of $CONCURRENCY concurrent streams; the scaler's view follows"
   .venv/bin/python scripts/demo_watch.py --base "$BASE" --seconds "$SECONDS_LOAD" &
   watch=$!
-  .venv/bin/python scripts/demo_load.py --base "$BASE" --seconds "$SECONDS_LOAD" --concurrency 48 || true
+  .venv/bin/python scripts/demo_load.py --base "$BASE" --seconds "$SECONDS_LOAD" --concurrency "$CONCURRENCY" --model "$MODEL" || true
   wait $watch 2>/dev/null || true
   echo "demo: burst over; watching the scale-down (stabilisation window, then drains)"
   .venv/bin/python scripts/demo_watch.py --base "$BASE" --seconds 90 --until-min || true

@@ -15,12 +15,12 @@ QUESTIONS = [
 ]
 
 
-async def client(base: str, until: float, stats: dict, rng: random.Random) -> None:
+async def client(base: str, model: str, until: float, stats: dict, rng: random.Random) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=120) as http:
         while time.monotonic() < until:
             fresh = rng.random() < 0.5
             q = f"Question {rng.randrange(10**9)}: explain item {rng.randrange(1000)}." if fresh else rng.choice(QUESTIONS)
-            body = {"model": "llama-sim", "stream": True, "max_tokens": rng.randint(20, 120),
+            body = {"model": model, "stream": True, "max_tokens": rng.randint(20, 120),
                     "messages": [{"role": "user", "content": q}]}
             headers = {"Authorization": f"Bearer {rng.choice(KEYS)}"}
             try:
@@ -38,11 +38,12 @@ async def main() -> None:
     ap.add_argument("--base", default="http://127.0.0.1:8080")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--concurrency", type=int, default=48)
+    ap.add_argument("--model", default="llama-sim")
     args = ap.parse_args()
     stats: dict = {}
     until = time.monotonic() + min(args.seconds, 600)
     rng = random.Random(7)
-    await asyncio.gather(*(client(args.base, until, stats, random.Random(rng.random())) for _ in range(args.concurrency)))
+    await asyncio.gather(*(client(args.base, args.model, until, stats, random.Random(rng.random())) for _ in range(args.concurrency)))
     print({k: stats[k] for k in sorted(stats)})
 
 

@@ -207,10 +207,13 @@ std::shared_ptr<const GatewayConfig> parse_gateway_config(const YAML::Node& root
       throw ConfigError(path_join(indexed("models", i), "name"), yaml_line(models[i]["name"]), "duplicate model \"" + m.name + "\"");
     c->models.push_back(std::move(m));
   }
-  // Opaque sections: cloned so the config stays immutable after parse.
-  c->cache = YAML::Clone(root["cache"]);
-  c->scaler = YAML::Clone(root["scaler"]);
-  c->cost = YAML::Clone(root["cost"]);
+  // Opaque sections, parsed by their own areas. Shared rather than cloned: a clone drops the
+  // nodes' marks, and every error in those sections then said "line 1". Nothing writes to the
+  // document after this, so sharing keeps the config as immutable as a copy would.
+  for (auto [name, into] : {std::pair{"cache", &c->cache}, std::pair{"scaler", &c->scaler}, std::pair{"cost", &c->cost}}) {
+    const YAML::Node section = root[name];
+    if (section.IsDefined()) into->reset(section);
+  }
   return c;
 }
 

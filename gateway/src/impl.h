@@ -66,13 +66,20 @@ class ConnPool final {
   // connection idle for less than this is used without the peek (one syscall per request
   // saved). One the server did close anyway fails on first use and is retried fresh.
   static constexpr std::chrono::milliseconds kTrustIdleFor{1000};
+  // A replica that closed a connection inside that window (llama.cpp closes after every
+  // stream while its head says keep-alive) has every reuse peeked from then on.
+  void distrust(std::uint64_t replica_serial) { idle_[replica_serial].peek_always = true; }
 
  private:
   struct Idle {
     std::chrono::steady_clock::time_point since;
     std::unique_ptr<TcpStream> conn;
   };
-  std::unordered_map<std::uint64_t, std::vector<Idle>> idle_;
+  struct Slot {
+    std::vector<Idle> idle;
+    bool peek_always = false;
+  };
+  std::unordered_map<std::uint64_t, Slot> idle_;
 };
 
 // Member order matters at teardown: pooled connections go first, then the io_context

@@ -134,7 +134,9 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     if (m->kind != JsonKind::kNumber || m->number.kind == JsonNumber::Kind::kDouble) return wrong_type(key, "an integer");
     if (m->number.kind == JsonNumber::Kind::kUint)
       return bad_request(std::string("'") + key + "' is too large", key, "invalid_value");
-    if (m->number.i < 0) return bad_request(std::string("'") + key + "' must be >= 0", key, "invalid_value");
+    // As OpenAI: 0 asks for an answer of nothing, which engines treat differently (llama.cpp
+    // reads it as "no limit"), so it is refused rather than passed on.
+    if (m->number.i < 1) return bad_request(std::string("'") + key + "' must be >= 1", key, "invalid_value");
     out.max_tokens = m->number.i;
   }
   if (f.temperature.kind != JsonKind::kMissing && f.temperature.kind != JsonKind::kNull) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "session.h"
+#include "upstream_answer.h"
 
 namespace tidegate::gateway {
 using namespace std::string_view_literals;
@@ -21,18 +22,20 @@ bool peer_closed(TcpStream& s) {
 std::unique_ptr<TcpStream> ConnPool::take(std::uint64_t serial) {
   auto it = idle_.find(serial);
   if (it == idle_.end()) return nullptr;
+  auto& slot = it->second;
   const auto now = coarse_now();
-  while (!it->second.empty()) {
-    auto idle = std::move(it->second.back());
-    it->second.pop_back();
+  while (!slot.idle.empty()) {
+    auto idle = std::move(slot.idle.back());
+    slot.idle.pop_back();
     if (!idle.conn->socket().is_open()) continue;
-    if (now - idle.since < kTrustIdleFor || !peer_closed(*idle.conn)) return std::move(idle.conn);
+    const bool trusted = !slot.peek_always && now - idle.since < kTrustIdleFor;
+    if (trusted || !peer_closed(*idle.conn)) return std::move(idle.conn);
   }
   return nullptr;
 }
 
 void ConnPool::put(std::uint64_t serial, std::unique_ptr<TcpStream> conn) {
-  auto& v = idle_[serial];
+  auto& v = idle_[serial].idle;
   if (v.size() < kMaxIdlePerReplica) v.push_back({coarse_now(), std::move(conn)});
 }
 
@@ -232,18 +235,14 @@ void Session::on_upstream_head(beast::error_code ec) {
   if (ec) return attempt_failed(ec == beast::error::timeout ? "first_byte_timeout" : "read_failed", true,
                                 ec == beast::error::timeout);
   const int status = up_parser_->status();
-  if (status >= 500 && attempts_ <= config_->max_retries) {
-    // Retry only if another replica can take it right now; else relay the upstream's answer.
-    if (auto next = pool_->try_acquire(tried_)) {
-      impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
-      impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
-      drop_upstream();
-      release_replica(Outcome::kFailure);
-      return start_attempt(std::move(next), false);
-    }
-  }
+  // 502/503/504 are the replica's whatever their body says; other errors are classified by
+  // their body once it is read (upstream_answer.h).
+  if ((status == 502 || status == 503 || status == 504) && retry_elsewhere(status)) return;
   const auto ct = up_parser_->content_type();
-  if (status == 200 && ct.find("text/event-stream") != std::string_view::npos) return start_stream();
+  if (status == 200 && ct.find("text/event-stream") != std::string_view::npos) {
+    served_elsewhere();
+    return start_stream();
+  }
   up_body_.clear();
   // A declared length over the cap fails before reading anything.
   if (const auto len = up_parser_->content_length(); len && *len > config_->limits.max_upstream_body_bytes)
@@ -289,9 +288,54 @@ void Session::upstream_body_too_large() {
                                "upstream_body_too_large"));
 }
 
+// Retries a replica-attributed failure on another replica when one can take it right now
+// (else the caller relays the answer). True when the retry started.
+bool Session::retry_elsewhere(int status) {
+  if (attempts_ > config_->max_retries) return false;
+  auto next = pool_->try_acquire(tried_);
+  if (!next) return false;
+  impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
+  impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
+  drop_upstream();
+  release_replica(Outcome::kFailure);
+  start_attempt(std::move(next), false);
+  return true;
+}
+
+// The replica asked for a second opinion answered the request: the first one's refusal was
+// its own trouble.
+void Session::served_elsewhere() {
+  if (!refused_by_) return;
+  impl_->stats.upstream_error(ctx_->model, "refused_served_elsewhere");
+  pool_->blame(refused_by_);
+  refused_by_.reset();
+}
+
 void Session::on_upstream_body(beast::error_code) {
   upstream_end_ = Clock::now();
   const int status = up_parser_->status();
+  auto fault = classify_upstream_answer(status, up_body_);
+  if (fault == UpstreamFault::kReplica && status != 502 && status != 503 && status != 504 && retry_elsewhere(status))
+    return;
+  if (fault == UpstreamFault::kUnclear) {
+    if (refused_by_) {
+      fault = UpstreamFault::kRequest;  // two replicas refused it: the request is the cause
+      refused_by_.reset();
+    } else if (attempts_ <= config_->max_retries) {
+      // One second opinion, never more: a bad request costs at most two engine calls.
+      if (auto next = pool_->try_acquire(tried_)) {
+        impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
+        refused_by_ = replica_;
+        drop_upstream();
+        release_replica(Outcome::kNeutral);
+        return start_attempt(std::move(next), false);
+      }
+    }
+  }
+  if (fault == UpstreamFault::kNone || fault == UpstreamFault::kRequest) {
+    if (status < 500) served_elsewhere();  // a 4xx is a healthy replica's answer too
+  }
+  refused_by_.reset();
   summarize_response_body(up_body_, summary_);
   ctx_->prompt_tokens = summary_.prompt_tokens;
   ctx_->completion_tokens = summary_.completion_tokens;
@@ -300,12 +344,30 @@ void Session::on_upstream_body(beast::error_code) {
   ctx_->complete = status < 400;
   const bool reusable = up_parser_->keep_alive() && up_buffer_.size() == 0;
   const auto serial = replica_->serial;
-  if (status >= 500) impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
-  release_replica(status >= 500 ? Outcome::kFailure : Outcome::kSuccess);
+  Outcome outcome = Outcome::kSuccess;  // a 4xx is a healthy replica's answer
+  if (fault == UpstreamFault::kReplica) {
+    impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
+    outcome = Outcome::kFailure;
+  } else if (fault == UpstreamFault::kRequest) {
+    impl_->stats.upstream_rejected(ctx_->model, status);
+    if (status >= 500) outcome = Outcome::kNeutral;
+  } else if (fault == UpstreamFault::kUnclear) {
+    impl_->stats.upstream_rejected(ctx_->model, status);
+    outcome = Outcome::kNeutral;  // no second replica to ask: not held against it; its probe judges it
+  }
+  release_replica(outcome);
   if (reusable) worker_.conns.put(serial, std::move(upstream_));
   drop_upstream(false);
   LocalReply r;
   r.status = status;
+  if (fault != UpstreamFault::kNone) {
+    // Engines' error shapes differ (llama.cpp and vLLM put the status in "code" as a number):
+    // clients get OpenAI's, whichever engine answered.
+    const auto e = normalize_engine_error(status, up_body_);
+    r.body = error_body(e);
+    r.reason = e.code;
+    return send_local(std::move(r));
+  }
   if (const auto ct = up_parser_->content_type(); !ct.empty()) r.content_type.assign(ct);  // default: application/json
   // The answer moves into the reply and the previous answer's buffer, already written, becomes
   // the next upstream body's: a connection's answers cycle through two buffers.
@@ -325,17 +387,18 @@ void Session::attempt_failed(const std::string& step_reason, bool before_respons
   const bool total_spent = step_reason.ends_with("_timeout") && since_start() >= config_->timeouts.total_s - 0.01;
   const std::string& reason = total_spent ? kTotalTimeout : step_reason;
   timeout = timeout || total_spent;
-  impl_->stats.upstream_error(ctx_ ? ctx_->model : "none", reason);
   const bool stale_reuse = upstream_reused_ && before_response && !timeout && reason != "connect_failed";
   drop_upstream();
-  if (!ctx_) return release_replica(Outcome::kNeutral);
   if (stale_reuse && replica_) {
-    // A kept-alive connection the replica had closed: not the replica's fault, try fresh.
+    // A kept-alive connection the replica had closed: not an upstream error (healthy
+    // replicas do it), and not a new try; the same replica on a fresh connection.
+    worker_.conns.distrust(replica_->serial);
     auto r = replica_;
     upstream_reused_ = false;
     --attempts_;
     return start_attempt(std::move(r), true);
   }
+  impl_->stats.upstream_error(ctx_->model, reason);
   release_replica(Outcome::kFailure);
   if (before_response && !response_started_ && !timeout && attempts_ <= config_->max_retries) {
     if (auto next = pool_->try_acquire(tried_)) {

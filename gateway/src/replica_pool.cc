@@ -104,14 +104,7 @@ void ReplicaPool::release(const ReplicaPtr& replica, Outcome outcome) {
   {
     std::lock_guard lock(mu_);
     replica->outstanding--;
-    if (outcome == Outcome::kSuccess) {
-      replica->consecutive_failures = 0;
-      if (replica->health == ReplicaHealth::kUnknown) replica->health = ReplicaHealth::kHealthy;
-    } else if (outcome == Outcome::kFailure) {
-      // Without probes nothing could re-admit an ejected replica, so passive ejection needs them.
-      if (++replica->consecutive_failures >= config_.health.failures_to_eject && config_.health.interval_s > 0)
-        replica->health = ReplicaHealth::kEjected;
-    }
+    apply_outcome_locked(*replica, outcome);
     if (replica->draining && replica->outstanding == 0 && replica->on_drained) {
       drained.push_back(std::move(replica->on_drained));
       replica->on_drained = nullptr;
@@ -119,6 +112,22 @@ void ReplicaPool::release(const ReplicaPtr& replica, Outcome outcome) {
     dispatch_locked(grants);
   }
   run(grants, drained);
+}
+
+void ReplicaPool::apply_outcome_locked(Replica& replica, Outcome outcome) {
+  if (outcome == Outcome::kSuccess) {
+    replica.consecutive_failures = 0;
+    if (replica.health == ReplicaHealth::kUnknown) replica.health = ReplicaHealth::kHealthy;
+  } else if (outcome == Outcome::kFailure) {
+    // Without probes nothing could re-admit an ejected replica, so passive ejection needs them.
+    if (++replica.consecutive_failures >= config_.health.failures_to_eject && config_.health.interval_s > 0)
+      replica.health = ReplicaHealth::kEjected;
+  }
+}
+
+void ReplicaPool::blame(const ReplicaPtr& replica) {
+  std::lock_guard lock(mu_);
+  apply_outcome_locked(*replica, Outcome::kFailure);
 }
 
 void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {

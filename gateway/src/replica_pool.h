@@ -65,6 +65,9 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   // True when the ticket was still queued (no grant will come).
   bool cancel(std::uint64_t ticket);
   void release(const ReplicaPtr& replica, Outcome outcome);
+  // A failure found out after the replica's slot was released (a second replica served the
+  // request the first one refused).
+  void blame(const ReplicaPtr& replica);
 
   // Live-set changes (scaler, config reload). add() of a known id updates it in place.
   void add(const ReplicaConfig& r, bool from_config);
@@ -93,6 +96,7 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   ReplicaPtr pick_locked(std::span<const std::uint64_t> exclude = {});
   // Hands freed capacity to queued waiters; returns the grants to run unlocked.
   void dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants);
+  void apply_outcome_locked(Replica& replica, Outcome outcome);
   void run(std::vector<std::pair<Grant, ReplicaPtr>>& grants, std::vector<std::function<void()>>& drained);
   bool any_routable_locked() const;
 

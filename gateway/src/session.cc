@@ -450,6 +450,7 @@ void Session::finish_request(int status, std::string reason) {
   pool_.reset();
   attempts_ = 0;
   tried_.clear();
+  refused_by_.reset();
   upstream_started_ = false;
   response_started_ = false;
   summary_ = CompletionSummary{};

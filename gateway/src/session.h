@@ -54,6 +54,8 @@ class Session final : public std::enable_shared_from_this<Session> {
   void on_upstream_head(beast::error_code ec);
   void read_upstream_body();
   void on_upstream_body(beast::error_code ec);
+  bool retry_elsewhere(int status);
+  void served_elsewhere();
   void upstream_body_too_large();
   void start_stream();
   void read_stream();
@@ -108,6 +110,9 @@ class Session final : public std::enable_shared_from_this<Session> {
   Clock::time_point queued_at_;
   int attempts_ = 0;
   std::vector<std::uint64_t> tried_;  // replica serials of this request's attempts
+  // The replica whose unclear refusal (upstream_answer.h) a second replica is judging; it is
+  // blamed if that one serves the request.
+  ReplicaPtr refused_by_;
   std::unique_ptr<TcpStream> upstream_;
   bool upstream_reused_ = false;
   beast::flat_buffer up_buffer_;

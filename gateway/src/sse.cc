@@ -86,19 +86,22 @@ ChunkKind accumulate_stream_chunk(std::string_view data, CompletionSummary& s) {
   if (!scan_chunk(data, f)) return {};
   if (f.prompt_tokens) s.prompt_tokens = *f.prompt_tokens;
   if (f.completion_tokens) s.completion_tokens = *f.completion_tokens;
+  bool has_content = false;
   if (f.choice) {
     const auto& c = *f.choice;
     if (c.delta_is_object) {
       if (c.delta_content.present) c.delta_content.append_to(s.content);
+      has_content = c.delta_content.present && !c.delta_content.raw.empty();
     } else if (c.text.present) {
       c.text.append_to(s.content);
+      has_content = !c.text.raw.empty();
     }
     if (c.finish_reason.present) {
       s.finish_reason.clear();
       c.finish_reason.append_to(s.finish_reason);
     }
   }
-  return {!f.has_choices && f.usage_is_object, f.has_choices};
+  return {!f.has_choices && f.usage_is_object, f.has_choices, has_content};
 }
 
 void summarize_response_body(std::string_view body, CompletionSummary& s) {

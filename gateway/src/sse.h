@@ -54,7 +54,10 @@ struct CompletionSummary {
 
 struct ChunkKind {
   bool usage_only = false;   // usage object and no choices: what the gateway strips
-  bool has_choices = false;  // a non-empty "choices" array (a content chunk)
+  bool has_choices = false;  // a non-empty "choices" array
+  // Choice 0 carries text. Role-only and finish chunks (which vLLM and llama.cpp send too)
+  // carry none: counting only these keeps a count of chunks at or below the token count.
+  bool has_content = false;
 };
 
 // Classifies and accumulates one streamed chunk's data. Reads the JSON with a validating,

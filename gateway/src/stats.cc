@@ -33,6 +33,11 @@ GatewayStats::GatewayStats(p::Registry& r)
       queue_depth(p::BuildGauge().Name("tidegate_queue_depth").Help("Requests waiting in the admission queue").Register(r)),
       queue_wait_seconds(p::BuildHistogram().Name("tidegate_queue_wait_seconds").Help("Time spent in the admission queue, by the requests that had to wait").Register(r)),
       upstream_errors(p::BuildCounter().Name("tidegate_upstream_errors_total").Help("Upstream failures by reason").Register(r)),
+      upstream_rejections(p::BuildCounter()
+                              .Name("tidegate_upstream_rejections_total")
+                              .Help("Engine error answers attributed to the request (4xx, 501, 5xx with an error "
+                                    "object): relayed without a retry, not held against the replica")
+                              .Register(r)),
       replicas(p::BuildGauge().Name("tidegate_upstream_replicas").Help("Upstream replicas by routing state").Register(r)),
       in_flight(p::BuildGauge().Name("tidegate_upstream_in_flight").Help("Requests being served by replicas").Register(r)),
       local_replies(p::BuildCounter().Name("tidegate_local_replies_total").Help("Responses the gateway answered itself, by reason").Register(r)),

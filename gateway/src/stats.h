@@ -56,6 +56,10 @@ struct GatewayStats final {
   void upstream_error(const std::string& model, const std::string& reason) {
     upstream_errors.Add({{"model", model}, {"reason", reason}}).Increment();
   }
+  // An engine error attributed to the request (upstream_answer.h): relayed, not a replica failure.
+  void upstream_rejected(const std::string& model, int status) {
+    upstream_rejections.Add({{"model", model}, {"status", std::to_string(status)}}).Increment();
+  }
   void queue_wait(const std::string& model, double s) { queue_wait_seconds.Add({{"model", model}}, wait_buckets()).Observe(s); }
   // Gauges that are snapshots of the pools, refreshed before each scrape.
   void refresh(const Upstreams& upstreams);
@@ -69,6 +73,7 @@ struct GatewayStats final {
   prometheus::Family<prometheus::Gauge>& queue_depth;
   prometheus::Family<prometheus::Histogram>& queue_wait_seconds;
   prometheus::Family<prometheus::Counter>& upstream_errors;
+  prometheus::Family<prometheus::Counter>& upstream_rejections;
   prometheus::Family<prometheus::Gauge>& replicas;
   prometheus::Family<prometheus::Gauge>& in_flight;
   prometheus::Family<prometheus::Counter>& local_replies;

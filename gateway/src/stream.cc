@@ -105,7 +105,10 @@ void Session::relay_stream_bytes() {
   SseEvent ev;
   while (sse_.next(ev)) {
     const auto kind = accumulate_stream_chunk(ev.data, summary_);
-    if (kind.has_choices && summary_.completion_tokens < 0) ++content_chunks_;
+    // Until the engine's usage arrives, content chunks stand in for tokens (a lower bound:
+    // an engine may put several tokens in one chunk, never fewer than one); the usage then
+    // replaces the count, so the ledger only ever sees it go up.
+    if (kind.has_content && summary_.completion_tokens < 0) ++content_chunks_;
     if (!kind.usage_only) {
       progress = true;
       stream_out_.append(ev.raw);
@@ -117,11 +120,24 @@ void Session::relay_stream_bytes() {
       boost::json::error_code jec;
       auto v = boost::json::parse(ev.data, jec);
       if (!jec && v.is_object()) {
-        for (auto& f : impl_->filters) f->on_stream_event(*ctx_, &v.get_object());
+        auto& usage = v.get_object();
+        for (auto& f : impl_->filters) f->on_stream_event(*ctx_, &usage);
         if (!strip_usage) {
           stream_out_ += "data: ";
           stream_out_ += boost::json::serialize(v);
           stream_out_ += "\n\n";
+        } else {
+          // The client did not ask for usage, so the chunk stays with us; what filters added
+          // to it (the request's cost) still reaches the client, as an SSE comment, which
+          // every SSE client, the openai SDK included, skips unless it looks.
+          boost::json::object added;
+          for (const auto& kv : usage)
+            if (kv.key().starts_with("tidegate_")) added.emplace(kv.key(), kv.value());
+          if (!added.empty()) {
+            stream_out_ += ": ";
+            stream_out_ += boost::json::serialize(added);
+            stream_out_ += "\n\n";
+          }
         }
         continue;
       }
@@ -167,7 +183,7 @@ void Session::write_stream_chunk(bool last) {
 void Session::finish_stream() {
   upstream_end_ = Clock::now();
   ctx_->prompt_tokens = summary_.prompt_tokens;
-  ctx_->completion_tokens = summary_.completion_tokens;
+  ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
   ctx_->complete = true;
@@ -187,7 +203,7 @@ void Session::end_stream_with_error(const ApiError& e) {
   ctx_->status = 200;  // the head already said 200; the reason records what happened
   ctx_->reason = e.code;
   ctx_->prompt_tokens = summary_.prompt_tokens;
-  ctx_->completion_tokens = summary_.completion_tokens;
+  ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
   ctx_->complete = false;

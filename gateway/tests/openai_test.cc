@@ -40,6 +40,11 @@ TEST(ParseRequest, Rejections) {
   EXPECT_EQ(parse(Endpoint::kChat, R"({"model":"m","messages":"hi"})")->code, "invalid_type");
   EXPECT_EQ(parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"stream":"yes"})")->param, "stream");
   EXPECT_EQ(parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"max_tokens":1.5})")->param, "max_tokens");
+  // 0 is refused as OpenAI refuses it (llama.cpp would read it as "no limit").
+  EXPECT_EQ(parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"max_tokens":0})")->code, "invalid_value");
+  EXPECT_EQ(parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"max_completion_tokens":0})")->param,
+            "max_completion_tokens");
+  EXPECT_FALSE(parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"max_tokens":1})"));
   EXPECT_EQ(parse(Endpoint::kChat, R"({"model":"m","messages":[{}],"temperature":"hot"})")->param, "temperature");
   EXPECT_EQ(parse(Endpoint::kCompletions, R"({"model":"m","prompt":""})")->code, "empty_prompt");
   EXPECT_EQ(parse(Endpoint::kEmbeddings, R"({"model":"m"})")->code, "missing_input");

@@ -66,6 +66,22 @@ TEST(Accumulate, ChatDeltasUsageAndDone) {
   EXPECT_TRUE(s.done);
 }
 
+// What vLLM and llama.cpp send around the tokens: a role chunk with empty content first, a
+// finish chunk with none last. Neither is a token; counting them overcounted short streams.
+TEST(Accumulate, OnlyChunksWithTextCountAsContent) {
+  CompletionSummary s;
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})", s).has_content);
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant"}}]})", s).has_content);
+  EXPECT_TRUE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})", s).has_content);
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{"content":null}}]})", s).has_content);
+  const auto finish = accumulate_stream_chunk(R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})", s);
+  EXPECT_TRUE(finish.has_choices);
+  EXPECT_FALSE(finish.has_content);
+  EXPECT_TRUE(accumulate_stream_chunk(R"({"choices":[{"index":0,"text":"a"}]})", s).has_content);
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[{"index":0,"text":""}]})", s).has_content);
+  EXPECT_FALSE(accumulate_stream_chunk(R"({"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}})", s).has_content);
+}
+
 TEST(Accumulate, CompletionsTextAndIgnoresOtherChoices) {
   CompletionSummary s;
   accumulate_stream_chunk(R"({"choices":[{"index":1,"text":"no"},{"index":0,"text":"yes"}]})", s);

@@ -42,6 +42,7 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
   if (!controller_ || controller_actuator_ != &actuator) {
     scaler::LifecycleConfig lc;
     lc.warm_pool_size = cfg_.warm_pool_size;
+    lc.max_replicas = cfg_.policy.max_replicas;  // as live: the warm pool counts within it
     controller_ = std::make_unique<scaler::PoolController>("replay", "replay", lc, actuator, routing);
     controller_actuator_ = &actuator;
   }
@@ -52,7 +53,7 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
     // not counted as capacity on the way. (Before its first step the controller has not
     // adopted the running fleet yet: the fleet as observed is the input then.)
     in.active = c.active;
-    in.starting = std::max(0, c.starting - std::max(0, cfg_.warm_pool_size - c.warm));
+    in.starting = std::max(0, c.starting - std::max(0, controller_->warm_target() - c.warm));
     in.warm = c.warm;
   }
   last_ = scaler::decide(cfg_.policy, state_, in);

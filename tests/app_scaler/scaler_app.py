@@ -178,8 +178,8 @@ class Load:
         assert alive == 0, f"{alive} clients still running after {timeout}s"
 
 
-def sim_pid(app, endpoint):
-    """The pid of the gateway's tidegate-sim child serving `endpoint` (host:port)."""
+def sim_pid(app, endpoint, binary=b"tidegate-sim"):
+    """The pid of the gateway's `binary` child (a replica it started) serving `endpoint` (host:port)."""
     port = endpoint.rsplit(":", 1)[1]
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -191,8 +191,8 @@ def sim_pid(app, endpoint):
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        if ppid != app.gw.proc.pid or not argv or not argv[0].endswith(b"tidegate-sim"):
+        if ppid != app.gw.proc.pid or not argv or not argv[0].endswith(binary):
             continue
         if b"--port" in argv and argv[argv.index(b"--port") + 1] == port.encode():
             return int(d)
-    raise AssertionError(f"no tidegate-sim child of the gateway on port {port}")
+    raise AssertionError(f"no {binary.decode()} child of the gateway on port {port}")

@@ -99,7 +99,7 @@ def test_scale_to_zero(env):
 def test_replica_killed(env):
     """SIGKILL an active replica under load: it leaves routing, its streams end (cleanly,
     as a status or an error event) rather than hang, and a warm replica replaces it."""
-    with start(env, warm=1, min_r=2, max_r=2, startup_ms=500) as app:
+    with start(env, warm=1, min_r=2, max_r=3, startup_ms=500) as app:  # warm counts within max
         p = wait_counts(app, lambda c: c["active"] == 2 and c["warm"] == 1, 30, "two active, one warm")
         victim = next(r for r in p["replicas"] if r["state"] == "active")
         pid = sim_pid(app, victim["endpoint"])

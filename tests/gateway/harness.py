@@ -43,8 +43,11 @@ def free_port():
 
 class FakeUpstream:
     """OpenAI-ish upstream. `mode` can be changed while running:
-    ok | fail500 | hang | slow_stream (one event per `tpot` s, records disconnects) |
-    break_stream (two events, then the connection is cut without ending the stream)."""
+    ok | fail500 (500 with an engine error object: a refusal, whose cause is unclear) |
+    crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
+    error object for requests whose text has "poison", as llama.cpp answers an image sent to a
+    text model; others are served) | hang | slow_stream (one event per `tpot` s, records
+    disconnects) | break_stream (two events, then the connection is cut without ending the stream)."""
 
     def __init__(self, mode="ok", delay=0.0, tokens=5, tpot=0.02, health=200):
         self.mode, self.delay, self.tokens, self.tpot, self.health = mode, delay, tokens, tpot, health
@@ -94,10 +97,22 @@ class FakeUpstream:
         if mode == "hang":
             time.sleep(30)
             return
-        if mode == "fail500":
-            body = b'{"error":{"message":"boom","type":"server_error","param":null,"code":null}}'
-            h.send_response(500)
-            h.send_header("Content-Type", "application/json")
+        if mode == "refuse_poison":
+            mode = "fail500" if "poison" in json.dumps(req) else "ok"
+        canned = {  # mode: (status, content type, body)
+            # llama.cpp's answer to an over-long prompt, verbatim.
+            "context_overflow": (400, "application/json",
+                                 b'{"error":{"code":400,"message":"request (3050 tokens) exceeds the available context '
+                                 b'size (2048 tokens), try increasing it","type":"exceed_context_size_error",'
+                                 b'"n_prompt_tokens":3050,"n_ctx":2048}}'),
+            "crash500": (500, "text/html", b"<html><body><h1>500 Internal Server Error</h1></body></html>"),
+            "fail500": (500, "application/json",
+                        b'{"error":{"message":"boom","type":"server_error","param":null,"code":null}}'),
+        }
+        if mode in canned:
+            status, ctype, body = canned[mode]
+            h.send_response(status)
+            h.send_header("Content-Type", ctype)
             h.send_header("Content-Length", str(len(body)))
             h.end_headers()
             h.wfile.write(body)

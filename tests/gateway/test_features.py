@@ -223,7 +223,7 @@ def test_retries(env):
 
 
 def test_passive_ejection_and_readmission(env):
-    up = FakeUpstream(mode="fail500")
+    up = FakeUpstream(mode="crash500")
     gw = Gateway(env.tidegate, model_yaml("m", [up.port], health_interval="1s", failures=2))
     try:
         wait_until(lambda: httpx.get(gw.url + "/readyz").status_code == 200, what="first probe")
@@ -420,7 +420,7 @@ def test_upstream_key_and_body_cap(env):
 
 def test_retries_are_bounded_and_never_follow_the_first_byte(env):
     # Bounded: with max_retries 1, a request meets at most two failing replicas; by default, three.
-    bad = [FakeUpstream(mode="fail500") for _ in range(4)]
+    bad = [FakeUpstream(mode="crash500") for _ in range(4)]
     gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in bad[:3]], balancer="round_robin"), top="max_retries: 1")
     try:
         assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
@@ -640,3 +640,98 @@ def test_weighted_balancing(env):
         gw.close()
         big.close()
         small.close()
+
+
+def test_refusals_get_one_second_opinion(env):
+    # A 500 with an engine error object is unclear (the input, or the engine?): one other
+    # replica is asked. Refused there too, it is the request's: relayed, never more than two
+    # engine calls, and no replica is held to blame for it.
+    ups = [FakeUpstream(mode="fail500") for _ in range(3)]
+    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in ups], balancer="round_robin",
+                                          health_interval="60s", failures=2))
+    try:
+        with gw.client() as c:
+            for _ in range(6):
+                r = c.post("/v1/chat/completions", json=chat())
+                assert r.status_code == 500, r.text
+                assert r.json()["error"] == {"message": "boom", "type": "server_error", "param": None,
+                                             "code": "upstream_error"}
+        assert sum(len(u.requests) for u in ups) == 12
+        assert not gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"})
+        assert gw.metric("tidegate_upstream_rejections_total", {"model": "m", "status": "500"}) == 6
+    finally:
+        gw.close()
+    # Served by the second: the first replica's refusal was its own, and counts against it.
+    refusing, good = FakeUpstream(mode="fail500"), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [refusing.port, good.port], balancer="round_robin",
+                                          health_interval="60s", failures=2))
+    try:
+        with gw.client() as c:
+            for _ in range(4):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1,
+                   what="the refusing replica ejected")
+        assert len(refusing.requests) == 2, len(refusing.requests)
+    finally:
+        gw.close()
+        refusing.close()
+        good.close()
+        for u in ups:
+            u.close()
+
+
+def test_one_tenants_bad_requests_never_fail_another(env):
+    # Two replicas that refuse "poisoned" input the way llama.cpp refuses an image sent to a
+    # text model (500 with an error object) and serve everything else. One tenant sends bad
+    # requests as fast as it can while another chats: the chat never fails, no replica is
+    # ejected, and each bad request costs at most two engine calls.
+    ups = [FakeUpstream(mode="refuse_poison") for _ in range(2)]
+    keys = "api_keys:\n  - {name: bad, key: sk-bad-tenant-1, tenant: bad}\n  - {name: good, key: sk-good-tenant-1, tenant: good}"
+    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in ups], health_interval="60s", failures=2), top=keys)
+    stop = threading.Event()
+    bad_codes = []
+
+    def bad_tenant():
+        with httpx.Client(timeout=10, headers={"Authorization": "Bearer sk-bad-tenant-1"}) as c:
+            for _ in range(200):  # bounded
+                if stop.is_set():
+                    return
+                bad_codes.append(c.post(gw.url + "/v1/chat/completions", json=chat("m", "poison pill")).status_code)
+
+    try:
+        t = threading.Thread(target=bad_tenant)
+        t.start()
+        good_codes = []
+        with httpx.Client(timeout=10, headers={"Authorization": "Bearer sk-good-tenant-1"}) as c:
+            for _ in range(40):
+                good_codes.append(c.post(gw.url + "/v1/chat/completions", json=chat("m", "hello")).status_code)
+                time.sleep(0.01)
+        stop.set()
+        t.join()
+        assert good_codes == [200] * 40, good_codes
+        assert len(bad_codes) >= 10 and set(bad_codes) == {500}, bad_codes
+        assert not gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"})
+        poisoned = sum(1 for u in ups for r in u.requests if "poison" in json.dumps(r))
+        assert poisoned <= 2 * len(bad_codes), (poisoned, len(bad_codes))
+    finally:
+        stop.set()
+        gw.close()
+        for u in ups:
+            u.close()
+
+
+def test_engine_errors_become_openai_errors(env):
+    # llama.cpp's and vLLM's error bodies carry the status as an integer "code"; clients
+    # get OpenAI's shape with a string code, and the engine's message.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        up.mode = "context_overflow"
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10)
+        assert r.status_code == 400
+        err = r.json()["error"]
+        assert err["code"] == "context_length_exceeded" and err["type"] == "invalid_request_error", err
+        assert "exceeds the available context size" in err["message"]
+    finally:
+        gw.close()
+        up.close()

@@ -134,7 +134,7 @@ struct ScalerIntegration : ::testing::Test {
          "    signals: {engine_metrics: true, nvml: false}\n"
          "    policy:\n"
          "      min_replicas: 1\n"
-         "      max_replicas: 4\n"
+         "      max_replicas: 6\n"  // 4 routed + the warm pool of 2, which counts within it
          "      targets: {concurrency_per_replica: 16}\n"
          "      stable_window: 2s\n"
          "      panic_window: 1s\n"
