@@ -4,6 +4,7 @@
 #include <random>
 
 #include "tidegate/cache/semantic_cache.h"
+#include "tidegate/common/json_text.h"
 
 namespace tidegate::cache {
 namespace {
@@ -55,7 +56,7 @@ std::vector<std::string> split_pieces(const std::string& s) {
 
 void event(std::string& out, const json::object& chunk) {
   out += "data: ";
-  out += json::serialize(chunk);
+  out += common::to_json_text(chunk);
   out += "\n\n";
 }
 
@@ -89,7 +90,7 @@ std::string render_hit_json(RequestView::Endpoint endpoint, const std::string& m
         {"index", 0}, {"text", answer.content}, {"logprobs", nullptr}, {"finish_reason", answer.finish_reason}}};
   }
   body["usage"] = usage(answer);
-  return json::serialize(body);
+  return common::to_json_text(body);
 }
 
 std::string render_hit_sse(RequestView::Endpoint endpoint, const std::string& model, const CachedAnswer& answer,

@@ -1,5 +1,7 @@
 #include "tidegate/common/log.h"
 
+#include "tidegate/common/json_text.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -71,7 +73,7 @@ void write(Level level, std::string_view event, boost::json::object fields) {
   line["level"] = level_name(level);
   line["event"] = event;
   for (auto& kv : fields) line[kv.key()] = std::move(kv.value());
-  write_line(g_fd.load(std::memory_order_relaxed), boost::json::serialize(line));
+  write_line(g_fd.load(std::memory_order_relaxed), common::to_json_text(line));  // plain decimals, no 0E0
 }
 
 }  // namespace tidegate::log

@@ -9,9 +9,10 @@
 #include <chrono>
 
 #include "tidegate/common/log.h"
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 
 namespace tidegate::cost {
+using common::to_json_text;
 namespace {
 
 namespace beast = boost::beast;

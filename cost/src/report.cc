@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "buckets.h"
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 
 namespace tidegate::cost {
+using common::format_decimal;
+using common::to_json_text;
 namespace {
 
 struct Row {

@@ -6,9 +6,10 @@
 #include <regex>
 
 #include "test_util.h"
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 
 namespace tidegate::cost {
+using common::to_json_text;
 namespace {
 
 // Any number written with an exponent (2.68E2, 1e-05) outside the JSON's strings.

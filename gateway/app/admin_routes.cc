@@ -4,7 +4,7 @@
 #include <charconv>
 
 #include "tidegate/cost/dashboard_assets.h"
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 
 namespace tidegate::app {
 namespace {
@@ -15,7 +15,7 @@ using gateway::RouteRequest;
 LocalReply json_reply(int status, const boost::json::value& v) {
   LocalReply r;
   r.status = status;
-  r.body = cost::to_json_text(v);  // plain decimals: boost::json would write 268.0 as 2.68E2
+  r.body = common::to_json_text(v);  // plain decimals: boost::json would write 268.0 as 2.68E2
   r.reason = "admin";
   return r;
 }

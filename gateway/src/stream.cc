@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "tidegate/common/json_text.h"
+
 #include "session.h"
 
 namespace tidegate::gateway {
@@ -124,7 +126,7 @@ void Session::relay_stream_bytes() {
         for (auto& f : impl_->filters) f->on_stream_event(*ctx_, &usage);
         if (!strip_usage) {
           stream_out_ += "data: ";
-          stream_out_ += boost::json::serialize(v);
+          stream_out_ += common::to_json_text(v);  // the added cost in plain decimals
           stream_out_ += "\n\n";
         } else {
           // The client did not ask for usage, so the chunk stays with us; what filters added
@@ -135,7 +137,7 @@ void Session::relay_stream_bytes() {
             if (kv.key().starts_with("tidegate_")) added.emplace(kv.key(), kv.value());
           if (!added.empty()) {
             stream_out_ += ": ";
-            stream_out_ += boost::json::serialize(added);
+            stream_out_ += common::to_json_text(added);
             stream_out_ += "\n\n";
           }
         }

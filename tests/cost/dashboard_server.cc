@@ -22,13 +22,14 @@
 
 #include "tidegate/cost/accounting.h"
 #include "tidegate/cost/dashboard_assets.h"
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 #include "workload.h"
 
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
 using namespace tidegate::cost;
+using tidegate::common::to_json_text;
 
 namespace {
 

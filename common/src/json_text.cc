@@ -1,10 +1,10 @@
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 
-namespace tidegate::cost {
+namespace tidegate::common {
 namespace {
 
 // Fixed notation of a finite double is at most 309 integer digits, or "0." and up to 340
@@ -76,4 +76,4 @@ std::string to_json_text(const boost::json::value& v, int max_decimals) {
   return out;
 }
 
-}  // namespace tidegate::cost
+}  // namespace tidegate::common

@@ -7,9 +7,9 @@
 #include <limits>
 #include <regex>
 
-#include "tidegate/cost/json_text.h"
+#include "tidegate/common/json_text.h"
 
-namespace tidegate::cost {
+namespace tidegate::common {
 namespace {
 
 TEST(FormatDecimal, NoExponentAndShortestWhenItFits) {
@@ -51,4 +51,4 @@ TEST(JsonText, DoublesPlainEverythingElseAsBoostWritesIt) {
 }
 
 }  // namespace
-}  // namespace tidegate::cost
+}  // namespace tidegate::common

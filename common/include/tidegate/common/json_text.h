@@ -1,12 +1,12 @@
 #pragma once
 // JSON text with plain decimal numbers. boost::json writes every double in exponent form
 // (268.0 as 2.68E2, 945.2227 as 9.452227E2), which people, jq filters, log search and
-// spreadsheets read badly; the cost report and the admin API write through these instead.
+// spreadsheets read badly; the cost report, the admin API, logs and the gateway write through these.
 #include <boost/json.hpp>
 
 #include <string>
 
-namespace tidegate::cost {
+namespace tidegate::common {
 
 // `v` with no exponent. When the shortest text that reads back as `v` needs at most
 // `max_decimals` decimals it is that text (so 1733078400.125 keeps every digit and 268.0 is
@@ -19,4 +19,4 @@ std::string format_decimal(double v, int max_decimals = 9);
 std::string to_json_text(const boost::json::value& v, int max_decimals = 9);
 void append_json_text(std::string& out, const boost::json::value& v, int max_decimals = 9);
 
-}  // namespace tidegate::cost
+}  // namespace tidegate::common
