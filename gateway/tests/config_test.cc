@@ -114,6 +114,17 @@ TEST(GatewayConfig, ErrorsNameKeyAndLine) {
   EXPECT_EQ(e.key(), "models");
 }
 
+// The cache, scaler and cost sections are parsed by their own areas, whose errors name the
+// line: the nodes handed to them must still carry their marks (a clone said "line 1").
+TEST(GatewayConfig, OpaqueSectionsKeepTheirLineNumbers) {
+  auto c = parse_gateway_config_text(std::string(kGood) + "cost:\n  data_dir: x\n  models: {sim: a100}\n");
+  EXPECT_EQ(c->cache["anything"].Mark().line + 1, 15);
+  EXPECT_EQ(c->scaler["whatever"].Mark().line + 1, 16);
+  EXPECT_EQ(c->cost["models"].Mark().line + 1, 19);
+  auto none = parse_gateway_config_text("models:\n  - {name: m, replicas: []}\n");
+  EXPECT_FALSE(none->cache.IsDefined() && !none->cache.IsNull());
+}
+
 TEST(GatewayConfig, UpstreamKeysAndBodyCap) {
   auto c = parse_gateway_config_text(R"(listen: "127.0.0.1:0"
 limits: {max_upstream_body_bytes: 2MiB}
