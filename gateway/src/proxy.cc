@@ -433,7 +433,10 @@ void Session::watch_client() {
       auto& socket = self->stream_.socket();
       beast::error_code read_ec;
       socket.non_blocking(true, read_ec);
-      const std::size_t n = read_ec ? 0 : socket.read_some(self->buffer_.prepare(4096), read_ec);
+      // Within the buffer's bound (prepare beyond it throws); a client that has pipelined that
+      // much is read again once this answer is out.
+      const std::size_t room = std::min<std::size_t>(4096, self->buffer_.max_size() - self->buffer_.size());
+      const std::size_t n = read_ec || room == 0 ? 0 : socket.read_some(self->buffer_.prepare(room), read_ec);
       if (!read_ec) {
         self->buffer_.commit(n);  // a pipelined request: keep it for later, stop watching
       } else if (read_ec == net::error::would_block || read_ec == net::error::try_again) {

@@ -101,6 +101,11 @@ void Session::read_header() {
   parser_.emplace(req_);
   parser_->header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   parser_->body_limit(config_->limits.max_body_bytes);
+  // What a client can make us hold unparsed: a head, or a chunk header with its extensions, or
+  // a trailer section, none of which the parser consumes until it is whole. Without a bound, a
+  // chunk extension of hundreds of MiB was buffered before the key was even checked. Body bytes
+  // are consumed as they arrive, so this is not a bound on the body (body_limit is).
+  buffer_.max_size(std::max<std::size_t>(buffer_.size(), config_->limits.max_header_bytes + kFramingSlackBytes));
   // Usually one read has brought the whole request: parse it from the buffer here rather than
   // through async_read_header, whose immediate completion would be queued behind a poll of the
   // reactor. Only a head still incomplete waits for more bytes.
@@ -170,7 +175,19 @@ void Session::on_body(beast::error_code ec, bool waited) {
     impl_->stats.local_reply("body_too_large");
     return send_error(error_with_status(413, "request body is larger than the limit", "body_too_large"), true);
   }
-  if (ec) return close();
+  if (ec == http::error::buffer_overflow || ec == net::error::no_buffer_space || ec == http::error::header_limit) {
+    impl_->stats.local_reply("header_too_large");
+    return send_error(error_with_status(431, "chunk extensions or trailers are larger than limits.max_header_bytes",
+                                        "header_too_large"),
+                      true);
+  }
+  if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
+      ec == net::error::operation_aborted || ec == net::error::connection_reset)
+    return close();  // gone or too slow: nobody to answer
+  if (ec) {  // bad framing in the body (a malformed chunk size, say): say so, then close
+    impl_->stats.local_reply("bad_http");
+    return send_error(bad_request("malformed HTTP request body: " + ec.message(), "", "bad_http"), true);
+  }
   keep_alive_ = req_.keep_alive();
   impl_->refresh(config_, config_seen_);  // a reload while this connection sat idle applies now
   if (waited) start_ = Clock::now();
@@ -289,7 +306,12 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_->body = std::move(parsed_->json);
   if (!config_->find_model(parsed_->model)) {
     impl_->stats.local_reply("model_not_found");
-    ApiError e = error_with_status(404, "the model '" + parsed_->model + "' does not exist", "model_not_found");
+    // The name is the client's: it goes into no metric label (one bucket for every unknown
+    // name, so nobody can mint series) and only a bounded prefix of it into the answer.
+    constexpr std::size_t kShown = 128;
+    const std::string shown = parsed_->model.size() > kShown ? parsed_->model.substr(0, kShown) + "..." : parsed_->model;
+    ctx_->model = kUnknownModel;
+    ApiError e = error_with_status(404, "the model '" + shown + "' does not exist", "model_not_found");
     e.param = "model";
     return send_error(e);
   }

@@ -16,6 +16,11 @@ namespace tidegate::gateway {
 
 namespace http = beast::http;
 
+// The metric label of every request for a model that is not configured.
+inline constexpr const char* kUnknownModel = "(unknown)";
+// Room beyond max_header_bytes for the unparsed part of the client's bytes (session.cc).
+inline constexpr std::size_t kFramingSlackBytes = 64 * 1024;
+
 class Session final : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, Socket socket);

@@ -353,3 +353,93 @@ def test_max_connections(env):
         b.close()
         gw.close()
         up.close()
+
+
+def _raw(port, data, read_s=5):
+    """Sends raw bytes and returns what came back before the gateway closed (or read_s passed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=read_s) as s:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        out = b""
+        try:
+            while True:
+                got = s.recv(65536)
+                if not got:
+                    break
+                out += got
+        except (socket.timeout, ConnectionResetError):
+            pass
+        return out
+
+
+def test_transfer_encoding_not_ending_in_chunked_is_refused(env):
+    # RFC 9112 6.1: the length of such a request cannot be known: 400 and close. Taking the
+    # Content-Length instead let an inner request through (request smuggling).
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        body = json.dumps(chat()).encode()
+        smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+        for te in (b"chunked, identity", b"gzip", b"xchunked", b"identity"):
+            req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: " + te + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" +
+                   body + smuggled)
+            out = _raw(gw.port, req)
+            assert out.startswith(b"HTTP/1.1 400"), (te, out[:200])
+            assert out.count(b"HTTP/1.1 ") == 1, (te, out)  # the inner request was not answered
+        assert not up.requests
+        # Chunked as the last coding is fine.
+        chunked = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n" +
+                   f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        assert _raw(gw.port, chunked).startswith(b"HTTP/1.1 200")
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_chunk_extensions_and_trailers_are_bounded(env):
+    # Chunk extensions and trailers used to be buffered whole, before the key was checked:
+    # 192 MiB of extension took RSS past 1 GB. Now what the parser cannot consume is bounded by
+    # max_header_bytes (plus a little): 431, and the connection closed early.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), top='api_keys:\n  - {name: k, key: "sk-bounded-0001", tenant: t}')
+    try:
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        out = _raw(gw.port, head + b"5;x=" + b"a" * (4 << 20))
+        assert out.startswith(b"HTTP/1.1 431"), out[:200]
+        trailer = head + b"2\r\n{}\r\n0\r\n" + b"".join(b"X-T%d: %s\r\n" % (i, b"v" * 1000) for i in range(4000)) + b"\r\n"
+        out = _raw(gw.port, trailer)
+        assert out.startswith(b"HTTP/1.1 431") or out.startswith(b"HTTP/1.1 400"), out[:200]
+        # A malformed chunk size is a 400, not a silent close.
+        out = _raw(gw.port, head + b"zz\r\n{}\r\n0\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 400"), out[:200]
+        assert not up.requests
+        assert httpx.get(gw.url + "/healthz").status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_unknown_models_mint_no_metric_series(env):
+    # Requests for models that do not exist share one "(unknown)" label; a long or odd name is
+    # echoed only as a bounded prefix.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        with gw.client() as c:
+            for i in range(5):
+                name = f"big-{i}-" + "n" * 200_000
+                e = _error(c.post("/v1/chat/completions", json=chat(name)), 404, "model_not_found")
+                assert len(e["message"]) < 400, len(e["message"])
+            _error(c.post("/v1/chat/completions", json=chat("nul\u0000name")), 404, "model_not_found")
+        text = httpx.get(gw.url + "/metrics", timeout=10).text
+        assert len(text) < 200_000, len(text)
+        assert "big-0" not in text and "nul" not in text
+        assert gw.metric("tidegate_requests_total", {"model": "(unknown)", "status": "404"}) == 6
+    finally:
+        gw.close()
+        up.close()

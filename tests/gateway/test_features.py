@@ -324,7 +324,7 @@ def test_metrics_promtool(env):
         assert gw.metric("tidegate_request_duration_seconds_count", {"model": "m"}) == 2
         assert gw.metric("tidegate_time_to_first_byte_seconds_count", {"model": "m"}) == 2
         assert gw.metric("tidegate_gateway_overhead_seconds_count") >= 2
-        assert gw.metric("tidegate_requests_total", {"model": "unknown", "status": "404"}) == 1
+        assert gw.metric("tidegate_requests_total", {"model": "(unknown)", "status": "404"}) == 1
     finally:
         gw.close()
         up.close()
