@@ -18,6 +18,8 @@
 #include <map>
 #include <thread>
 
+#include <yaml-cpp/yaml.h>
+
 #include "admin_routes.h"
 #include "cache_filter.h"
 #include "cost_filter.h"
@@ -89,9 +91,26 @@ std::string config_dir(const std::string& path) {
 Sections load(const std::string& path) {
   Sections s;
   s.gateway = gateway::load_gateway_config(path);
-  if (present(s.gateway->cache)) s.cache = cache::parse_cache_config(s.gateway->cache, "cache", config_dir(path));
-  if (present(s.gateway->cost)) s.cost = cost::parse_cost_config(s.gateway->cost, "cost");
-  if (present(s.gateway->scaler)) s.scaler = scaler::parse_scaler_config(s.gateway->scaler, "scaler");
+  // Only ConfigError leaves a loader: a yaml-cpp exception from a section's parser (`targets: 5`
+  // where a map belongs) used to escape it and, on SIGHUP, end the running gateway.
+  auto section = [](const char* name, const YAML::Node& node, auto&& parse) {
+    try {
+      parse();
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const YAML::Exception& e) {
+      const int line = e.mark.is_null() ? (node.Mark().is_null() ? 0 : node.Mark().line + 1) : e.mark.line + 1;
+      throw ConfigError(name, line, "not the shape this section expects (" + e.msg + ")");
+    } catch (const std::exception& e) {
+      throw ConfigError(name, node.Mark().is_null() ? 0 : node.Mark().line + 1, e.what());
+    }
+  };
+  if (present(s.gateway->cache))
+    section("cache", s.gateway->cache, [&] { s.cache = cache::parse_cache_config(s.gateway->cache, "cache", config_dir(path)); });
+  if (present(s.gateway->cost))
+    section("cost", s.gateway->cost, [&] { s.cost = cost::parse_cost_config(s.gateway->cost, "cost"); });
+  if (present(s.gateway->scaler))
+    section("scaler", s.gateway->scaler, [&] { s.scaler = scaler::parse_scaler_config(s.gateway->scaler, "scaler"); });
   if (s.cost) {
     for (const auto& m : s.gateway->models)
       for (const auto& r : m.replicas)
@@ -277,8 +296,9 @@ int main(int argc, char** argv) {
           auto next = load(config_path).gateway;
           gw.reload(next);
           if (c.accounting) bill_static_replica_changes(*c.accounting, *before, *next);
-        } catch (const ConfigError& e) {
-          // A bad edit keeps the running config; the operator sees why.
+        } catch (const std::exception& e) {
+          // A bad edit keeps the running config; the operator sees why. (load() turns what it
+          // can into a ConfigError naming the key; anything else still must not end the process.)
           log::error("gateway.reload_failed", {{"error", e.what()}});
         }
         continue;

@@ -735,3 +735,25 @@ def test_engine_errors_become_openai_errors(env):
     finally:
         gw.close()
         up.close()
+
+
+def test_sighup_survives_sections_of_the_wrong_shape(env):
+    # `signals: x` in a scaler pool once escaped the loader as yaml-cpp's BadSubscript and ended
+    # the running gateway on SIGHUP; now it is a reload failure naming the section, and the old
+    # config keeps serving.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        bad = (model_yaml("m", [up.port]), "scaler:\n  pools:\n    - model: m\n      actuator: {kind: process, command: "
+               "[x, \"{port}\"], ports: 30000-30010}\n      policy: {min_replicas: 1, max_replicas: 2}\n      signals: x\n")
+        for n in range(2):
+            gw.write_config(bad[0], top=bad[1])
+            gw.signal(signal.SIGHUP)
+            wait_until(lambda: sum("gateway.reload_failed" in l for l in gw.log) > n, what="reload failure")
+            assert gw.proc.poll() is None, "the gateway died on a bad reload"
+            assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+        failed = [l for l in gw.log if "gateway.reload_failed" in l]
+        assert "scaler" in failed[-1], failed[-1]
+    finally:
+        gw.close()
+        up.close()

@@ -49,4 +49,26 @@ grep -q "config file's folder" <<<"$out" || fail "error does not say where relat
 # 4. The same file with the cache switched off needs no model.
 sed 's/^cache:/cache:\n  enabled: false/' "$tmp/etc/abs.yaml" >"$tmp/etc/off.yaml"
 out=$("$tidegate" --check-config "$tmp/etc/off.yaml" 2>&1) || fail "disabled cache still needs a model: $out"
+# 5. A section of the wrong shape where a parser indexes into it (yaml-cpp's BadSubscript used
+#    to escape the loader: an abort here, and the running gateway's death on SIGHUP).
+for bad in "targets: 5" "signals: x"; do
+  cat >"$tmp/etc/shape.yaml" <<YAML
+listen: "127.0.0.1:0"
+models:
+  - name: llama
+    replicas: []
+scaler:
+  pools:
+    - model: llama
+      actuator: {kind: process, command: [x, "{port}"], ports: 30000-30010}
+      policy: {min_replicas: 1, max_replicas: 2}
+      $bad
+YAML
+  set +e
+  out=$("$tidegate" --check-config "$tmp/etc/shape.yaml" 2>&1)
+  rc=$?
+  set -e
+  [[ $rc == 2 ]] || fail "'$bad': exit $rc, not a config error: $out"
+  grep -q "^config: scaler" <<<"$out" || fail "'$bad': error does not name the section: $out"
+done
 echo "ok"
