@@ -200,13 +200,8 @@ void Session::send_upstream() {
       self->upstream_deadline_ = Clock::time_point::max();
       return self->attempt_failed("write_failed", true, ec == beast::error::timeout || self->upstream_timed_out_);
     }
-    http::async_read_header(self->upstream_->socket(), self->up_buffer_, *self->up_parser_,
-                            [self, g](beast::error_code ec, std::size_t) {
-                              if (g != self->gen_) return;
-                              self->upstream_deadline_ = Clock::time_point::max();
-                              if (ec && self->upstream_timed_out_) ec = beast::error::timeout;
-                              self->on_upstream_head(ec);
-                            });
+    self->interim_heads_ = 0;
+    self->read_upstream_head();
   };
   if (body.size() <= kCopiedBodyBytes) {
     up_head_ += body;
@@ -226,6 +221,15 @@ void Session::send_upstream() {
   }
 }
 
+void Session::read_upstream_head() {
+  http::async_read_header(upstream_->socket(), up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
+    if (g != self->gen_) return;
+    self->upstream_deadline_ = Clock::time_point::max();
+    if (ec && self->upstream_timed_out_) ec = beast::error::timeout;
+    self->on_upstream_head(ec);
+  });
+}
+
 void Session::arm_upstream_deadline(double seconds) {
   upstream_timed_out_ = false;
   upstream_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
@@ -235,6 +239,17 @@ void Session::on_upstream_head(beast::error_code ec) {
   if (ec) return attempt_failed(ec == beast::error::timeout ? "first_byte_timeout" : "read_failed", true,
                                 ec == beast::error::timeout);
   const int status = up_parser_->status();
+  if (status >= 100 && status < 200 && status != 101 && ++interim_heads_ <= kMaxInterimHeads) {
+    // An interim answer (100 Continue, 103 Early Hints) is not the answer: relayed as final, it
+    // left the client waiting for a body until its idle timeout. Read on to the real head,
+    // within what is left of the first-byte deadline.
+    up_parser_.emplace();
+    up_parser_->body_limit(boost::none);
+    arm_upstream_deadline(upstream_budget_s(config_->timeouts.first_byte_s));
+    return read_upstream_head();
+  }
+  if (status < 200 || status > 599)  // 101 (we asked for no upgrade), endless 1xx, 999: not HTTP we relay
+    return attempt_failed("bad_status", true, false);
   // 502/503/504 are the replica's whatever their body says; other errors are classified by
   // their body once it is read (upstream_answer.h).
   if ((status == 502 || status == 503 || status == 504) && retry_elsewhere(status)) return;
@@ -387,7 +402,8 @@ void Session::attempt_failed(const std::string& step_reason, bool before_respons
   const bool total_spent = step_reason.ends_with("_timeout") && since_start() >= config_->timeouts.total_s - 0.01;
   const std::string& reason = total_spent ? kTotalTimeout : step_reason;
   timeout = timeout || total_spent;
-  const bool stale_reuse = upstream_reused_ && before_response && !timeout && reason != "connect_failed";
+  const bool stale_reuse =
+      upstream_reused_ && before_response && !timeout && reason != "connect_failed" && reason != "bad_status";
   drop_upstream();
   if (stale_reuse && replica_) {
     // A kept-alive connection the replica had closed: not an upstream error (healthy

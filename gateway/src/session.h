@@ -60,6 +60,9 @@ class Session final : public std::enable_shared_from_this<Session> {
   void read_upstream_body();
   void on_upstream_body(beast::error_code ec);
   bool retry_elsewhere(int status);
+  void read_upstream_head();
+  static constexpr int kMaxInterimHeads = 8;  // 1xx answers skipped before one is a fault
+  int interim_heads_ = 0;
   void served_elsewhere();
   void upstream_body_too_large();
   void start_stream();

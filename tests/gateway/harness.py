@@ -43,7 +43,7 @@ def free_port():
 
 class FakeUpstream:
     """OpenAI-ish upstream. `mode` can be changed while running:
-    ok | fail500 (500 with an engine error object: a refusal, whose cause is unclear) |
+    ok | continue_first (100 Continue, then ok) | status999 | fail500 (500 with an engine error object: a refusal, whose cause is unclear) |
     crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
     error object for requests whose text has "poison", as llama.cpp answers an image sent to a
     text model; others are served) | hang | slow_stream (one event per `tpot` s, records
@@ -96,6 +96,14 @@ class FakeUpstream:
             time.sleep(self.delay)
         if mode == "hang":
             time.sleep(30)
+            return
+        if mode == "continue_first":  # an interim 100 Continue, then the real answer
+            h.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            h.wfile.flush()
+            mode = "ok"
+        if mode == "status999":
+            body = b"{}"
+            h.wfile.write(b"HTTP/1.1 999 Weird\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n" + body)
             return
         if mode == "refuse_poison":
             mode = "fail500" if "poison" in json.dumps(req) else "ok"

@@ -443,3 +443,38 @@ def test_unknown_models_mint_no_metric_series(env):
     finally:
         gw.close()
         up.close()
+
+
+def test_interim_and_invalid_upstream_statuses(env):
+    # A 100 Continue from the replica is not its answer (relayed as final, the client waited for a
+    # body until its idle timeout); a status outside 200-599 is the replica's fault: another
+    # replica answers, or the client gets a 502 naming it.
+    cont = FakeUpstream(mode="continue_first")
+    gw = Gateway(env.tidegate, model_yaml("m", [cont.port]))
+    try:
+        with gw.client() as c:
+            for _ in range(3):
+                r = c.post("/v1/chat/completions", json=chat())
+                assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
+            events, _ = stream_chat(gw, chat(stream=True))
+            assert events[-1] == "[DONE]"
+    finally:
+        gw.close()
+        cont.close()
+    weird, good = FakeUpstream(mode="status999"), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [weird.port, good.port], balancer="round_robin"))
+    try:
+        with gw.client() as c:
+            for _ in range(4):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        assert weird.requests, "round robin never tried the odd replica"
+        assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "bad_status"}) >= 1
+    finally:
+        gw.close()
+        good.close()
+    gw = Gateway(env.tidegate, model_yaml("m", [weird.port]))
+    try:
+        _error(httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10), 502, "upstream_error")
+    finally:
+        gw.close()
+        weird.close()
