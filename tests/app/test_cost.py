@@ -201,8 +201,12 @@ def test_dashboard(env):
 
         def complete_slot():
             # Rates are shown up to the last complete step (5 s): wait for the traffic's step to end.
+            # The cache hits can land in the step after the traffic's: wait for theirs too (under
+            # ASan the two often straddle a step boundary, and the savings panel was then empty).
             d = httpx.get(app.url + "/dashboard/data.json", timeout=10).json()
-            return d if d["series"].get("requests_per_s", {}).get("lines") else None
+            savings = [v for line in d["series"].get("cache_savings", {}).get("lines", {}).values()
+                       for _, v in line if v]
+            return d if d["series"].get("requests_per_s", {}).get("lines") and savings else None
         data = wait_until(complete_slot, timeout=15, interval=0.5, what="a complete dashboard step with traffic")
         lat = data["series"]["latency_p50_s"]["lines"]["all"]
         rps = next(iter(data["series"]["requests_per_s"]["lines"].values()))
