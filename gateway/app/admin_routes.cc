@@ -1,5 +1,7 @@
 #include "admin_routes.h"
 
+#include <cmath>
+
 #include <cctype>
 #include <charconv>
 
@@ -31,7 +33,7 @@ std::optional<double> number(const std::map<std::string, std::string>& q, const 
   if (it == q.end() || it->second.empty()) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
-  if (!end || *end != '\0') *bad = true;
+  if (!end || *end != '\0' || !std::isfinite(v)) *bad = true;  // "nan" parses, and reached the JSON
   return v;
 }
 
@@ -60,6 +62,15 @@ void add_cache_routes(gateway::Gateway& gw, std::shared_ptr<cache::SemanticCache
     if (!cache) return respond(error_reply(404, "the semantic cache is not enabled", "cache_disabled"));
     if (req.path != "/admin/cache") return respond(error_reply(404, "no route " + req.path, "not_found"));
     const auto q = parse_query(req.query);
+    // A scope that is misspelt or empty must not widen into "everything": only tenant and
+    // model narrow a delete, and only a DELETE without either clears the whole cache.
+    for (const auto& [key, value] : q) {
+      if (key != "tenant" && key != "model")
+        return respond(error_reply(400, "unknown parameter '" + key + "' (tenant and model narrow a delete)", "invalid_value"));
+      if (value.empty())
+        return respond(error_reply(400, "'" + key + "' is empty; leave it out to delete across every " + key,
+                                   "invalid_value"));
+    }
     const auto n = cache->erase(opt(q, "tenant"), opt(q, "model"));
     respond(json_reply(200, {{"deleted", n}}));
   });

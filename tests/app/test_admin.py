@@ -36,6 +36,12 @@ def test_admin_cache(env):
         assert post(a, chat("first question")).headers["x-tidegate-cache"] == "miss"
         assert post(g, chat("first question")).headers["x-tidegate-cache"] == "hit"
 
+        # A misspelt or empty scope is refused, never read as "everything".
+        before = adm.get("/admin/cache/stats").json()["entries"]
+        for params in ({"tenant": ""}, {"tennant": "globex"}, {"model": ""}):
+            r = adm.delete("/admin/cache", params=params)
+            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_value", (params, r.text)
+        assert adm.get("/admin/cache/stats").json()["entries"] == before
         # Remove one tenant's entries: that tenant misses, the other keeps its entry.
         r = adm.delete("/admin/cache", params={"tenant": "globex"})
         assert r.status_code == 200 and r.json()["deleted"] == 1, r.text

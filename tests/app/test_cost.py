@@ -87,6 +87,8 @@ def test_cost_report(env):
                 assert int(table[tenant]["tokens"]) == rows[tenant]["tokens"], (table[tenant], rows[tenant])
                 assert float(table[tenant]["cost_usd"]) > 0, table[tenant]
             assert adm.get("/admin/costs", params={"by": "nonsense"}).status_code == 400
+            for bad in ("nan", "inf", "-inf", "1x"):  # "nan" used to reach the JSON as invalid text
+                assert adm.get("/admin/costs", params={"from": bad}).status_code == 400, bad
         assert httpx.get(app.url + "/admin/costs", timeout=10).status_code == 401
 
 
