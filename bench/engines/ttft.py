@@ -15,29 +15,8 @@ import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "engines"))
-from engine_harness import Engine, missing  # noqa: E402
+from engine_harness import Engine, cache_yaml, missing, model_yaml  # noqa: E402
 from harness import Gateway  # noqa: E402
-
-CACHE = """cache:
-  enabled: true
-  embedder: {type: hash, dim: 256}
-  index: {type: flat}
-  threshold: 0.97
-  max_temperature: 1.0
-  data_dir: ""
-  snapshot_interval: 1h
-"""
-
-
-def models(port):
-    return f"""  - name: m
-    max_concurrency_per_replica: 2
-    queue: {{max_length: 64, max_wait: 60s}}
-    health: {{path: /health, interval: 0, timeout: 1s, failures_to_eject: 3}}
-    replicas:
-      - {{id: r0, url: "http://127.0.0.1:{port}"}}
-"""
-
 
 def ttft(client, url, body):
     """Seconds to the first content chunk, and the usage the stream reported."""
@@ -69,8 +48,8 @@ def main():
         sys.exit(why)
     tidegate = os.path.join(ROOT, "build", "bin", "tidegate")
     eng = Engine(ROOT)
-    gw = Gateway(tidegate, models(eng.port))
-    gwc = Gateway(tidegate, models(eng.port), top=CACHE)
+    gw = Gateway(tidegate, model_yaml("m", [eng.port], health_interval="0"))
+    gwc = Gateway(tidegate, model_yaml("m", [eng.port], health_interval="0"), top=cache_yaml())
     try:
         direct, via = [], []
         counted = exact = 0

@@ -252,7 +252,7 @@ void Session::on_upstream_head(beast::error_code ec) {
     return attempt_failed("bad_status", true, false);
   // 502/503/504 are the replica's whatever their body says; other errors are classified by
   // their body once it is read (upstream_answer.h).
-  if ((status == 502 || status == 503 || status == 504) && retry_elsewhere(status)) return;
+  if (is_replica_status(status) && retry_elsewhere(status)) return;
   const auto ct = up_parser_->content_type();
   if (status == 200 && ct.find("text/event-stream") != std::string_view::npos) {
     served_elsewhere();
@@ -330,12 +330,11 @@ void Session::on_upstream_body(beast::error_code) {
   upstream_end_ = Clock::now();
   const int status = up_parser_->status();
   auto fault = classify_upstream_answer(status, up_body_);
-  if (fault == UpstreamFault::kReplica && status != 502 && status != 503 && status != 504 && retry_elsewhere(status))
-    return;
+  // (A 502/503/504 was offered to another replica at the head already.)
+  if (fault == UpstreamFault::kReplica && !is_replica_status(status) && retry_elsewhere(status)) return;
   if (fault == UpstreamFault::kUnclear) {
     if (refused_by_) {
       fault = UpstreamFault::kRequest;  // two replicas refused it: the request is the cause
-      refused_by_.reset();
     } else if (attempts_ <= config_->max_retries) {
       // One second opinion, never more: a bad request costs at most two engine calls.
       if (auto next = pool_->try_acquire(tried_)) {
@@ -347,9 +346,7 @@ void Session::on_upstream_body(beast::error_code) {
       }
     }
   }
-  if (fault == UpstreamFault::kNone || fault == UpstreamFault::kRequest) {
-    if (status < 500) served_elsewhere();  // a 4xx is a healthy replica's answer too
-  }
+  if (status < 500) served_elsewhere();  // a 4xx is a healthy replica's answer too
   refused_by_.reset();
   summarize_response_body(up_body_, summary_);
   ctx_->prompt_tokens = summary_.prompt_tokens;

@@ -93,7 +93,7 @@ std::string code_for_status(int status) {
 UpstreamFault classify_upstream_answer(int status, std::string_view body) {
   if (status < 400) return UpstreamFault::kNone;
   if (status < 500 || status == 501) return UpstreamFault::kRequest;
-  if (status == 502 || status == 503 || status == 504) return UpstreamFault::kReplica;
+  if (is_replica_status(status)) return UpstreamFault::kReplica;
   return read_engine_error(body).found ? UpstreamFault::kUnclear : UpstreamFault::kReplica;
 }
 

@@ -31,6 +31,8 @@ enum class UpstreamFault {
 };
 
 UpstreamFault classify_upstream_answer(int status, std::string_view body);
+// 502, 503, 504: the replica's whatever the body says, so known from the head alone.
+constexpr bool is_replica_status(int status) { return status == 502 || status == 503 || status == 504; }
 
 // Engines' error bodies, normalised to OpenAI's shape: the original message kept, `type` from
 // the status as OpenAI uses it, `code` a string (context_length_exceeded for prompts over

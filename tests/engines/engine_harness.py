@@ -127,6 +127,19 @@ def cost_yaml(models=("m",)):
 """
 
 
+def cache_yaml(threshold=0.97):
+    """The semantic cache with the hash embedder: exact repeats hit, nothing needs MiniLM."""
+    return f"""cache:
+  enabled: true
+  embedder: {{type: hash, dim: 256}}
+  index: {{type: flat}}
+  threshold: {threshold}
+  max_temperature: 1.0
+  data_dir: ""
+  snapshot_interval: 1h
+"""
+
+
 def chat(content, model="m", **kw):
     body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 16,
             "temperature": 0, "seed": 1}

@@ -3,6 +3,7 @@ Everything the simulator cannot show: real token counts, real error bodies, real
 handling, real processes started by the scaler. Requests are bounded; all on 127.0.0.1."""
 import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -12,8 +13,8 @@ import httpx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "app_scaler"))
 from scaler_app import sim_pid  # noqa: E402
-from engine_harness import (ADMIN, KEYS, PER_SLOT_CTX, App, Engine, chat, cost_yaml, engines, missing, model_yaml,
-                            server_args, wait_until)
+from engine_harness import (ADMIN, PER_SLOT_CTX, App, Engine, cache_yaml, chat, cost_yaml, engines, missing,
+                            model_yaml, server_args, wait_until)
 
 PNG_1PX = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 
@@ -237,16 +238,7 @@ def test_cache_hits_on_real_answers(env):
     if _skip(env):
         return "skip"
     eng = engines(env.source_root, 1)
-    cache = """cache:
-  enabled: true
-  embedder: {type: hash, dim: 256}
-  index: {type: flat}
-  threshold: 0.97
-  max_temperature: 1.0
-  data_dir: ""
-  snapshot_interval: 1h
-"""
-    with _app(env, eng, cache=cache) as app, app.client() as c:
+    with _app(env, eng, cache=cache_yaml()) as app, app.client() as c:
         body = chat("What is the capital of France?", max_tokens=24)
         t0 = time.monotonic()
         first = c.post("/v1/chat/completions", json=body)
@@ -286,7 +278,6 @@ def test_client_disconnect_frees_the_slot(env):
 
 def _scaler_yaml(env, *, min_r=1, max_r=2, warm=0):
     cmd = ", ".join(f"\"{a}\"" for a in server_args(env.source_root, 0)).replace('"--port", "0"', '"--port", "{port}"')
-    import random
     base = random.randint(30000, 59000)
     return f"""scaler:
   tick: 250ms
