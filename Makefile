@@ -1,10 +1,11 @@
 # Two commands matter: `make demo` and `make test`. `make` builds release binaries into build/bin/.
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup setup-engines test test-asan test-engines demo bench clean
+.PHONY: all build setup setup-engines test test-asan test-tsan test-engines demo bench clean
 all: build
 
 setup:
@@ -27,10 +28,21 @@ test: setup build
 test-engines: setup-engines build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -L engines
 
+# The sanitizer builds leave out the benchmarks (the release build compiles them) and CUDA, and
+# keep only line tables (-g1: enough for the reports' stack traces, and much less to compile).
 test-asan: setup
-	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DTIDEGATE_SANITIZE=ON -DTIDEGATE_CUDA=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DTIDEGATE_SANITIZE=ON -DTIDEGATE_CUDA=OFF -DTIDEGATE_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -LE no-asan
+
+# ThreadSanitizer: -O1 (at -O0 the e2e tests' deadlines are too tight under TSan's slowdown).
+# OMP_NUM_THREADS=1: libgomp is not instrumented, so FAISS's OpenMP workers would be reported
+# as races; our own threads are what this build is for. halt_on_error: a report fails the test
+# (the e2e harnesses also look for "ThreadSanitizer" in the gateway's stderr).
+test-tsan: setup
+	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIDEGATE_TSAN=ON -DTIDEGATE_CUDA=OFF -DTIDEGATE_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_TSAN) -j $(JOBS)
+	cd $(BUILD_TSAN) && OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) --timeout 900 -LE "no-asan|no-tsan"
 
 # ENGINE=llama.cpp: the scaler starts real llama-server replicas with SmolLM2-135M.
 demo: setup build
@@ -40,4 +52,4 @@ bench: setup build
 	bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

@@ -30,13 +30,89 @@ CostAccountingImpl::CostAccountingImpl(std::shared_ptr<const CostConfig> config,
       buckets_(config_->bucket_s, config_->horizon_s),
       live_(config_->live_step_s, config_->live_points),
       alerts_(config_->webhook_url, config_->webhook_timeout_s) {
-  if (!config_->data_dir.empty()) {
-    std::string error;
-    if (!budgets_.load(config_->data_dir, &error)) {
-      log::error("cost.spend_load_failed", {{"dir", config_->data_dir}, {"error", error}});
-      metrics_.event("spend_load_failed");
-    }
+  if (!config_->data_dir.empty()) load_persisted();
+}
+
+// The snapshot, then every journal record it does not cover; appends then go to a fresh
+// generation, so a torn tail of the old one is never written after.
+void CostAccountingImpl::load_persisted() {
+  const auto& dir = config_->data_dir;
+  std::string error;
+  std::uint64_t from = 0;
+  if (const auto snapshot = Budgets::read(dir, &error)) {
+    budgets_.restore(*snapshot);
+    restore_totals(*snapshot);
+    if (const auto* f = snapshot->if_contains("journal_from"); f && f->is_number())
+      from = static_cast<std::uint64_t>(f->to_number<double>());
+  } else {
+    // Spend we cannot read is not zero: say so loudly; the journal still restores its part.
+    log::error("cost.spend_load_failed", {{"dir", dir}, {"error", error}});
+    metrics_.event("spend_load_failed");
   }
+  const auto replayed = SpendJournal::replay(dir, from, [this](std::string_view text) {
+    boost::system::error_code ec;
+    const auto v = boost::json::parse(text, ec);
+    if (ec || !v.is_object()) return;
+    const auto& o = v.as_object();
+    std::vector<std::string> keys, fired;
+    if (const auto* k = o.if_contains("k"); k && k->is_array())
+      for (const auto& x : k->as_array())
+        if (x.is_string()) keys.emplace_back(x.as_string());
+    if (const auto* f = o.if_contains("f"); f && f->is_array())
+      for (const auto& x : f->as_array())
+        if (x.is_string()) fired.emplace_back(x.as_string());
+    const auto num = [&o](const char* key) {
+      const auto* x = o.if_contains(key);
+      return x && x->is_number() ? x->to_number<double>() : 0.0;
+    };
+    const double usd = num("usd");
+    budgets_.apply(keys, usd, fired);
+    const bool hit = num("hit") > 0;
+    totals_.request_usd += usd;
+    totals_.bill_usd += num("bill");  // lookups and API tokens; replica time is in the snapshot
+    totals_.cache_savings_usd += num("saved");
+    (hit ? totals_.cache_hits : totals_.requests) += 1;
+  });
+  for (const auto& p : replayed.problems) {
+    log::warn("cost.spend_journal_problem", {{"problem", p}});
+    metrics_.event("spend_journal_corrupt");
+  }
+  if (!journal_.open(dir, replayed.next_generation, &error)) {
+    log::error("cost.spend_journal_open_failed", {{"dir", dir}, {"error", error}});
+    metrics_.event("spend_journal_write_failed");
+  }
+}
+
+void CostAccountingImpl::restore_totals(const boost::json::object& snapshot) {
+  const auto* t = snapshot.if_contains("totals");
+  if (!t || !t->is_object()) return;
+  const auto& o = t->as_object();
+  const auto num = [&o](const char* key) {
+    const auto* x = o.if_contains(key);
+    return x && x->is_number() ? x->to_number<double>() : 0.0;
+  };
+  totals_.bill_usd = num("bill_usd");
+  totals_.request_usd = num("request_usd");
+  totals_.idle_usd = num("idle_usd");
+  totals_.standby_usd = num("standby_usd");
+  totals_.cache_savings_usd = num("cache_savings_usd");
+  totals_.requests = static_cast<std::uint64_t>(num("requests"));
+  totals_.cache_hits = static_cast<std::uint64_t>(num("cache_hits"));
+}
+
+void CostAccountingImpl::journal(const Budgets::Charged& charged, double usd, double billed, double saved, bool hit) {
+  if (!journal_.is_open()) return;
+  boost::json::object rec;
+  boost::json::array keys, fired;
+  for (const auto& k : charged.keys) keys.emplace_back(k);
+  for (const auto& f : charged.fired) fired.emplace_back(f);
+  rec["k"] = std::move(keys);
+  if (!fired.empty()) rec["f"] = std::move(fired);
+  rec["usd"] = usd;
+  if (billed > 0) rec["bill"] = billed;
+  if (saved > 0) rec["saved"] = saved;
+  if (hit) rec["hit"] = 1;
+  if (!journal_.append(boost::json::serialize(rec))) metrics_.event("spend_journal_write_failed");
 }
 
 CostAccountingImpl::~CostAccountingImpl() { flush(); }
@@ -117,9 +193,10 @@ void CostAccountingImpl::charge_request(const Request& r, double t0, double t1, 
   live_.add(t0, t1, "cost_model", r.model, usd);
 }
 
-void CostAccountingImpl::charge_budgets(const Request& r, double usd, double t_period) {
-  if (r.scopes.empty()) return;
-  const auto fired = budgets_.charge(r.scopes, usd, t_period);
+Budgets::Charged CostAccountingImpl::charge_budgets(const Request& r, double usd, double t_period) {
+  Budgets::Charged charged;
+  if (r.scopes.empty()) return charged;
+  const auto fired = budgets_.charge(r.scopes, usd, t_period, &charged);
   for (const auto& ref : r.scopes) {
     const auto& rule = config_->budgets[ref.rule];
     metrics_.budget(ref.scope, to_string(rule.period), budgets_.spend(ref, t_period), rule.soft_usd, rule.hard_usd);
@@ -133,6 +210,7 @@ void CostAccountingImpl::charge_budgets(const Request& r, double usd, double t_p
                   {"spend_usd", a.spend_usd},
                   {"limit_usd", a.limit_usd}});
   }
+  return charged;
 }
 
 void CostAccountingImpl::sync_events() {
@@ -245,7 +323,7 @@ double CostAccountingImpl::request_finished(std::uint64_t handle, double t) {
   if (work > 0 && r.billing != Billing::kNone) ms.cost_per_work = ewma(ms.cost_per_work, cost / work);
   if (r.billing != Billing::kNone) ms.cost_per_request = ewma(ms.cost_per_request, cost);
   budgets_.release(r.scopes, r.reserved);
-  charge_budgets(r, cost, r.t_start);
+  journal(charge_budgets(r, cost, r.t_start), cost, r.billing == Billing::kApi ? cost : 0.0, 0, false);
   requests_.erase(it);
   buckets_.prune(latest_t_);
   sync_events();
@@ -285,7 +363,7 @@ double CostAccountingImpl::cache_hit(const RequestLabels& labels, std::int64_t p
   live_.add(t, t, "savings", r.model, avoided);
   totals_.cache_savings_usd += avoided;
   totals_.cache_hits += 1;
-  charge_budgets(r, cost, t);
+  journal(charge_budgets(r, cost, t), cost, cost, avoided, true);
   if (saving) *saving = avoided;
   return cost;
 }

@@ -11,6 +11,7 @@
 #include "ledger.h"
 #include "live.h"
 #include "metrics.h"
+#include "spend_journal.h"
 #include "tidegate/cost/accounting.h"
 
 namespace tidegate::cost {
@@ -35,6 +36,7 @@ class CostAccountingImpl final : public CostAccounting, private AccrualSink {
                                              std::optional<double> to, const std::string& format) override;
   boost::json::object dashboard_snapshot(double t) override;
   void flush() override;
+  void sync() override;
   void advance(double t) override;
   CostTotals totals() override;
   bool wait_alerts_idle(double timeout_s) override;
@@ -65,7 +67,11 @@ class CostAccountingImpl final : public CostAccounting, private AccrualSink {
   Request describe(const RequestLabels& labels);
   std::map<std::string, std::string> map_tags(const std::map<std::string, std::string>& raw);
   void charge_request(const Request& r, double t0, double t1, double usd);
-  void charge_budgets(const Request& r, double usd, double t_period);
+  Budgets::Charged charge_budgets(const Request& r, double usd, double t_period);
+  // One journal record per settled request or hit: what it added to spend and totals.
+  void journal(const Budgets::Charged& charged, double usd, double billed, double saved, bool hit);
+  void load_persisted();
+  void restore_totals(const boost::json::object& snapshot);
   void note_time(double t) { latest_t_ = std::max(latest_t_, t); }
   void sync_events();  // ledger anomaly counters -> metrics
   double ewma(double old, double sample) const {
@@ -81,6 +87,7 @@ class CostAccountingImpl final : public CostAccounting, private AccrualSink {
   Buckets buckets_;
   LiveSeries live_;
   AlertDispatcher alerts_;
+  SpendJournal journal_;
   std::unordered_map<std::uint64_t, Request> requests_;
   std::unordered_map<std::string, ModelStats> model_stats_;
   std::unordered_map<std::string, std::pair<std::string, ReplicaState>> replica_states_;  // id -> model, state

@@ -144,16 +144,19 @@ void Budgets::release(const std::vector<ScopeRef>& refs, double usd) {
   }
 }
 
-std::vector<BudgetAlert> Budgets::charge(const std::vector<ScopeRef>& refs, double usd, double t_period) {
+std::vector<BudgetAlert> Budgets::charge(const std::vector<ScopeRef>& refs, double usd, double t_period,
+                                         Charged* charged) {
   std::vector<BudgetAlert> alerts;
   if (usd <= 0) return alerts;
   for (const auto& ref : refs) {
     const auto& rule = config_->budgets[ref.rule];
     const auto key = spend_key(ref, t_period);
     const double total = (spend_[key] += usd);
+    if (charged) charged->keys.push_back(key);
     const auto fire = [&](const char* level, double limit) {
       if (limit <= 0 || total < limit) return;
       if (!fired_.insert(key + "#" + level).second) return;  // once per period
+      if (charged) charged->fired.push_back(key + "#" + level);
       alerts.push_back({ref.scope, to_string(rule.period), period_id(rule.period, t_period), level, total, limit});
     };
     fire("soft", rule.soft_usd);
@@ -162,12 +165,26 @@ std::vector<BudgetAlert> Budgets::charge(const std::vector<ScopeRef>& refs, doub
   return alerts;
 }
 
-std::string Budgets::serialize() const {
+void Budgets::apply(const std::vector<std::string>& keys, double usd, const std::vector<std::string>& fired) {
+  for (const auto& k : keys) spend_[k] += usd;
+  fired_.insert(fired.begin(), fired.end());
+}
+
+boost::json::object Budgets::to_json() const {
   boost::json::object spend;
   for (const auto& [k, v] : spend_) spend[k] = v;
   boost::json::array fired;
   for (const auto& f : fired_) fired.emplace_back(f);
-  return boost::json::serialize(boost::json::object{{"version", 1}, {"spend", spend}, {"fired", fired}});
+  return {{"version", 1}, {"spend", spend}, {"fired", fired}};
+}
+
+void Budgets::restore(const boost::json::object& o) {
+  if (const auto* s = o.if_contains("spend"); s && s->is_object())
+    for (const auto& [k, val] : s->as_object())
+      if (val.is_number()) spend_[std::string(k)] = val.to_number<double>();
+  if (const auto* f = o.if_contains("fired"); f && f->is_array())
+    for (const auto& x : f->as_array())
+      if (x.is_string()) fired_.insert(std::string(x.as_string()));
 }
 
 bool Budgets::write(const std::string& dir, const std::string& body, std::string* error) {
@@ -196,26 +213,19 @@ bool Budgets::write(const std::string& dir, const std::string& body, std::string
   return true;
 }
 
-bool Budgets::load(const std::string& dir, std::string* error) {
+std::optional<boost::json::object> Budgets::read(const std::string& dir, std::string* error) {
   const auto path = dir + "/" + kFileName;
   std::ifstream in(path);
-  if (!in) return true;  // first start
+  if (!in) return boost::json::object{};  // first start
   std::stringstream ss;
   ss << in.rdbuf();
   boost::system::error_code ec;
-  const auto v = boost::json::parse(ss.str(), ec);
+  auto v = boost::json::parse(ss.str(), ec);
   if (ec || !v.is_object()) {
     *error = "unreadable " + path + ": " + (ec ? ec.message() : std::string("not an object"));
-    return false;
+    return std::nullopt;
   }
-  const auto& o = v.as_object();
-  if (const auto* s = o.if_contains("spend"); s && s->is_object())
-    for (const auto& [k, val] : s->as_object())
-      if (val.is_number()) spend_[std::string(k)] = val.to_number<double>();
-  if (const auto* f = o.if_contains("fired"); f && f->is_array())
-    for (const auto& x : f->as_array())
-      if (x.is_string()) fired_.insert(std::string(x.as_string()));
-  return true;
+  return std::move(v.as_object());
 }
 
 }  // namespace tidegate::cost

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,16 +49,27 @@ class Budgets final {
   BudgetDecision check(const std::vector<ScopeRef>& refs, double t) const;
   void reserve(const std::vector<ScopeRef>& refs, double usd);
   void release(const std::vector<ScopeRef>& refs, double usd);
+  // What one charge changed, for the spend journal: the spend keys it added `usd` to and the
+  // alert markers it set. apply() replays exactly that after a restart.
+  struct Charged {
+    std::vector<std::string> keys;
+    std::vector<std::string> fired;
+  };
   // Adds spend to each scope's period of t_period; returns alerts crossing a limit for the first
   // time in that period.
-  std::vector<BudgetAlert> charge(const std::vector<ScopeRef>& refs, double usd, double t_period);
+  std::vector<BudgetAlert> charge(const std::vector<ScopeRef>& refs, double usd, double t_period,
+                                  Charged* charged = nullptr);
+  void apply(const std::vector<std::string>& keys, double usd, const std::vector<std::string>& fired);
   double spend(const ScopeRef& ref, double t) const;
 
-  // Crash-safe persistence: temp file, fsync, rename, fsync of the directory.
-  // serialize() under the caller's lock, write() outside it (fsync is slow).
-  std::string serialize() const;
+  // Snapshot persistence: temp file, fsync, rename, fsync of the directory. to_json() under
+  // the caller's lock, write() outside it (fsync is slow). The caller may add its own fields.
+  boost::json::object to_json() const;
+  void restore(const boost::json::object& snapshot);
   static bool write(const std::string& dir, const std::string& body, std::string* error);
-  bool load(const std::string& dir, std::string* error);
+  // The snapshot file's object; nullopt with `error` set when it is unreadable, an empty
+  // object when there is none yet.
+  static std::optional<boost::json::object> read(const std::string& dir, std::string* error);
 
  private:
   std::string spend_key(const ScopeRef& ref, double t) const;

@@ -1,6 +1,5 @@
 #include <yaml-cpp/yaml.h>
 
-#include <regex>
 
 #include "tidegate/common/config_error.h"
 #include "tidegate/cost/accounting.h"
@@ -12,9 +11,17 @@ namespace {
 constexpr ReplicaState kPricedStates[] = {ReplicaState::kStarting, ReplicaState::kWarm, ReplicaState::kActive,
                                           ReplicaState::kDraining, ReplicaState::kStandby};
 
+// Prometheus label names: [a-zA-Z_][a-zA-Z0-9_]*, not reserved (__), and short. A loop, not
+// std::regex, whose recursive matcher overflowed the stack on a 200,000-character name.
+constexpr std::size_t kMaxLabelNameBytes = 64;
+
 bool valid_label_name(const std::string& s) {
-  static const std::regex re("[a-zA-Z_][a-zA-Z0-9_]*");
-  return std::regex_match(s, re) && s.rfind("__", 0) != 0;
+  if (s.empty() || s.size() > kMaxLabelNameBytes || s.rfind("__", 0) == 0) return false;
+  const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (!alpha(s.front())) return false;
+  for (const char c : s)
+    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+  return true;
 }
 
 ReplicaClass parse_class(const std::string& name, const YAML::Node& node, const std::string& path) {
@@ -91,7 +98,7 @@ void parse_tags(const YAML::Node& node, const std::string& path, TagPolicy& tags
     for (std::size_t i = 0; i < labels.size(); ++i) {
       const auto name = labels[i].Scalar();
       const std::string p = path_join(path, "labels[" + std::to_string(i) + "]");
-      if (!valid_label_name(name)) throw ConfigError(p, yaml_line(labels[i]), "not a valid Prometheus label name");
+      if (!valid_label_name(name)) throw ConfigError(p, yaml_line(labels[i]), "not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, at most 64 characters, not starting with __)");
       if (name == "model" || name == "tenant" || name == "kind" || name == "type")
         throw ConfigError(p, yaml_line(labels[i]), "'" + name + "' is reserved");
       tags.labels.push_back(name);

@@ -1,4 +1,6 @@
 // The read side: reports, the dashboard snapshot, totals and persistence.
+#include <unistd.h>
+
 #include "accounting_impl.h"
 #include "tidegate/common/log.h"
 
@@ -70,19 +72,58 @@ boost::json::object CostAccountingImpl::dashboard_snapshot(double t) {
           {"series", std::move(s)}};
 }
 
+// Rotate, snapshot, then trim: the snapshot says which journal generation follows it, and
+// older journals go only once it is on disk (spend_journal.h).
 void CostAccountingImpl::flush() {
   if (config_->data_dir.empty()) return;
   std::lock_guard flush_lock(flush_mu_);
-  std::string body;
+  std::string body, error;
+  std::uint64_t from;
   {
     std::lock_guard lock(mu_);
-    body = budgets_.serialize();
+    const auto before = journal_.generation();
+    from = journal_.rotate(&error);
+    if (journal_.is_open() && from == before) {
+      // Still appending to the old file: a snapshot now would count its records twice.
+      log::error("cost.spend_save_failed", {{"dir", config_->data_dir}, {"error", error}});
+      metrics_.event("spend_save_failed");
+      return;
+    }
+    auto o = budgets_.to_json();
+    o["journal_from"] = from;
+    o["totals"] = {{"bill_usd", totals_.bill_usd},
+                   {"request_usd", totals_.request_usd},
+                   {"idle_usd", totals_.idle_usd},
+                   {"standby_usd", totals_.standby_usd},
+                   {"cache_savings_usd", totals_.cache_savings_usd},
+                   {"requests", totals_.requests},
+                   {"cache_hits", totals_.cache_hits}};
+    body = boost::json::serialize(o);
   }
-  std::string error;
   if (!Budgets::write(config_->data_dir, body, &error)) {
     log::error("cost.spend_save_failed", {{"dir", config_->data_dir}, {"error", error}});
     std::lock_guard lock(mu_);
     metrics_.event("spend_save_failed");
+    return;
+  }
+  std::lock_guard lock(mu_);
+  journal_.remove_below(from);
+}
+
+// fdatasync takes milliseconds: on a duplicate of the descriptor, outside the lock the
+// request path takes.
+void CostAccountingImpl::sync() {
+  int fd;
+  {
+    std::lock_guard lock(mu_);
+    fd = journal_.take_sync_fd();
+  }
+  if (fd < 0) return;
+  const bool ok = ::fdatasync(fd) == 0;
+  ::close(fd);
+  if (!ok) {
+    std::lock_guard lock(mu_);
+    metrics_.event("spend_journal_write_failed");
   }
 }
 

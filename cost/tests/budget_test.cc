@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -186,6 +187,99 @@ TEST(Budgets, SpendSurvivesRestart) {
   acc->request_finished(h, kNearMidnight + 5);
   EXPECT_FALSE(acc->check_budget(bot, kNearMidnight + 6).allowed);  // $2 before restart + $1 after
   EXPECT_EQ(metric_sum(registry, "tidegate_budget_alerts_total", "level", "soft"), 0);  // fired before restart
+  std::filesystem::remove_all(dir);
+}
+
+// `n` requests of one unit of work each on replica "u", started and finished at t.
+void settle(CostAccounting& acc, const RequestLabels& who, int n, double t) {
+  for (int i = 0; i < n; ++i) {
+    const auto h = acc.request_started(who, "u", t);
+    acc.request_progress(h, 1, 0, t);
+    acc.request_finished(h, t);
+  }
+}
+
+// What a kill -9 leaves: the journal, no final flush. A forked child charges and _exits.
+TEST(Budgets, SpendSurvivesACrashWithoutAFlush) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tidegate-cost-crash-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto cfg = testing::config_from(
+      budget_config("data_dir: " + dir.string() + "\nbudgets:\n  - {scope: 'key:*', period: month, hard_usd: 3}\n"));
+  const RequestLabels bot{"paid", "acme", "ci-bot", {}};
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    prometheus::Registry registry;
+    auto acc = make_cost_accounting(cfg, registry);
+    settle(*acc, bot, 3, kNearMidnight);
+    ::_exit(0);  // no destructor, no flush: only the journal's write(2)s are on disk
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "budget_spend.json"));  // never snapshotted
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(cfg, registry);
+  EXPECT_FALSE(acc->check_budget(bot, kNearMidnight + 1).allowed);  // $3 of $3, from the journal
+  EXPECT_EQ(acc->totals().requests, 3u);
+  // A flush folds the journal into the snapshot and drops what it covers: nothing twice.
+  acc->flush();
+  acc.reset();
+  auto again = make_cost_accounting(cfg, registry);
+  EXPECT_EQ(again->totals().requests, 3u);
+  EXPECT_NEAR(again->totals().request_usd, 3.0, 1e-9);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Budgets, CorruptJournalLinesAreSkippedAndTheRestCounts) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tidegate-cost-journal-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto cfg = testing::config_from(
+      budget_config("data_dir: " + dir.string() + "\nbudgets:\n  - {scope: 'key:*', period: month, hard_usd: 3}\n"));
+  const RequestLabels bot{"paid", "acme", "ci-bot", {}};
+  {
+    prometheus::Registry registry;
+    auto acc = make_cost_accounting(cfg, registry);
+    settle(*acc, bot, 3, kNearMidnight);
+    // No flush: the destructor's would fold the journal in. Take a copy of the journal first.
+    std::filesystem::copy_file(dir / "budget_spend.log.0", dir / "copy");
+  }
+  std::filesystem::remove(dir / "budget_spend.json");
+  std::filesystem::rename(dir / "copy", dir / "budget_spend.log.0");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename() != "budget_spend.log.0") std::filesystem::remove(e.path());
+  {  // flip one digit of the second record's amount: its checksum no longer matches
+    std::fstream f(dir / "budget_spend.log.0", std::ios::in | std::ios::out | std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto second = text.find('\n') + 1;
+    const auto usd = text.find("\"usd\":", second) + 6;
+    text[usd] = text[usd] == '9' ? '8' : '9';
+    f.seekp(0);
+    f << text;
+  }
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(cfg, registry);
+  EXPECT_EQ(metric_sum(registry, "tidegate_cost_events_total", "reason", "spend_journal_corrupt"), 1);
+  EXPECT_EQ(acc->totals().requests, 2u);
+  EXPECT_TRUE(acc->check_budget(bot, kNearMidnight + 1).allowed);  // $2 of $3
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Budgets, AFullDiskIsCountedAndRequestsStillSettle) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tidegate-cost-full-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("/dev/full", dir / "budget_spend.log.0");  // every write: ENOSPC
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(
+      testing::config_from(budget_config("data_dir: " + dir.string() + "\nbudgets:\n  - {scope: 'key:*', period: month, hard_usd: 3}\n")),
+      registry);
+  const RequestLabels bot{"paid", "acme", "ci-bot", {}};
+  const auto h = acc->request_started(bot, "u", kNearMidnight);
+  acc->request_progress(h, 1, 0, kNearMidnight);
+  EXPECT_NEAR(acc->request_finished(h, kNearMidnight), 1.0, 1e-9);
+  EXPECT_EQ(metric_sum(registry, "tidegate_cost_events_total", "reason", "spend_journal_write_failed"), 1);
+  acc.reset();
   std::filesystem::remove_all(dir);
 }
 

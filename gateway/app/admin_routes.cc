@@ -161,7 +161,7 @@ void add_dashboard_routes(gateway::Gateway& gw, const Components& c) {
     r.content_type = std::string(asset.content_type);
     r.reason = "dashboard";
     respond(std::move(r));
-  }, /*admin_only=*/false);
+  }, gateway::RouteAccess::kDashboard);
 }
 
 }  // namespace

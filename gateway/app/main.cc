@@ -178,6 +178,7 @@ class Housekeeping final {
     const double t = app::unix_now();
     if (c_.accounting) {
       c_.accounting->advance(t);
+      c_.accounting->sync();  // the journal's batched fdatasync
       if (n % 10 == 0) c_.accounting->flush();
     }
     if (!c_.dashboard) return;

@@ -1,5 +1,7 @@
 #include "tidegate/gateway/config.h"
 
+#include <boost/asio/ip/address.hpp>
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -114,15 +116,14 @@ void parse_limits(const YAML::Node& root, GatewayConfig& c) {
   if (!n) return;
   if (!n.IsMap()) throw ConfigError("limits", yaml_line(n), "expected a mapping");
   yaml_reject_unknown(n, "limits", {"max_header_bytes", "max_body_bytes", "max_connections", "max_upstream_body_bytes"});
-  c.limits.max_header_bytes = yaml_bytes(n, "max_header_bytes", "limits", c.limits.max_header_bytes);
-  c.limits.max_body_bytes = yaml_bytes(n, "max_body_bytes", "limits", c.limits.max_body_bytes);
+  // Upper bounds: Beast keeps the header limit in 32 bits (4GiB wrapped to 0, no limit at all),
+  // and bodies are buffered whole, so each is capped at what one request could sanely need.
+  constexpr std::uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+  c.limits.max_header_bytes = yaml_bytes(n, "max_header_bytes", "limits", c.limits.max_header_bytes, 1 * KiB, 1 * MiB);
+  c.limits.max_body_bytes = yaml_bytes(n, "max_body_bytes", "limits", c.limits.max_body_bytes, 1 * KiB, 1 * GiB);
   c.limits.max_upstream_body_bytes =
-      yaml_bytes(n, "max_upstream_body_bytes", "limits", c.limits.max_upstream_body_bytes);
-  if (c.limits.max_upstream_body_bytes < 1024)
-    throw ConfigError("limits.max_upstream_body_bytes", yaml_line(n["max_upstream_body_bytes"]), "must be at least 1KiB");
+      yaml_bytes(n, "max_upstream_body_bytes", "limits", c.limits.max_upstream_body_bytes, 1 * KiB, 1 * GiB);
   c.limits.max_connections = static_cast<std::size_t>(yaml_int(n, "max_connections", "limits", 10000, 1, 10000000));
-  if (c.limits.max_header_bytes < 1024)
-    throw ConfigError("limits.max_header_bytes", yaml_line(n["max_header_bytes"]), "must be at least 1KiB");
 }
 
 void parse_timeouts(const YAML::Node& root, GatewayConfig& c) {
@@ -170,6 +171,40 @@ void parse_keys(const YAML::Node& root, GatewayConfig& c) {
   }
 }
 
+// 127.0.0.0/8, ::1 and localhost: only this machine can connect.
+bool is_loopback(std::string host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  const auto a = boost::asio::ip::make_address(host, ec);
+  if (ec) return host == "localhost";
+  return a.is_loopback();
+}
+
+void parse_auth(const YAML::Node& root, GatewayConfig& c) {
+  if (!c.admin_key.empty() && c.admin_key.size() < 8)
+    throw ConfigError("admin_key", yaml_line(root["admin_key"]), "must have at least 8 characters");
+  enum class Auth { kKeys, kNone };
+  c.auth_none = yaml_enum<Auth>(root, "auth", "", {{"keys", Auth::kKeys}, {"none", Auth::kNone}}) == Auth::kNone;
+  if (c.auth_none && !c.api_keys.empty())
+    throw ConfigError("auth", yaml_line(root["auth"]), "auth: none with api_keys listed; remove one of them");
+  if (!c.auth_none && !is_loopback(c.listen_host) && (c.api_keys.empty() || c.admin_key.empty()))
+    throw ConfigError("listen", yaml_line(root["listen"]),
+                      "listening on " + c.listen_host + " (not loopback) needs api_keys and an admin_key; "
+                      "set `auth: none` to serve without keys on purpose");
+  if (const auto n = root["require_admin_key"]) {
+    if (!n.IsSequence()) throw ConfigError("require_admin_key", yaml_line(n), "expected a list (metrics, dashboard)");
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const auto p = indexed("require_admin_key", i);
+      const auto what = n[i].IsScalar() ? n[i].Scalar() : std::string();
+      if (what == "metrics") c.metrics_need_admin_key = true;
+      else if (what == "dashboard") c.dashboard_needs_admin_key = true;
+      else throw ConfigError(p, yaml_line(n[i]), "expected metrics or dashboard");
+    }
+    if ((c.metrics_need_admin_key || c.dashboard_needs_admin_key) && c.admin_key.empty())
+      throw ConfigError("require_admin_key", yaml_line(n), "needs an admin_key");
+  }
+}
+
 }  // namespace
 
 const ModelConfig* GatewayConfig::find_model(const std::string& name) const {
@@ -181,7 +216,7 @@ const ModelConfig* GatewayConfig::find_model(const std::string& name) const {
 std::shared_ptr<const GatewayConfig> parse_gateway_config(const YAML::Node& root) {
   if (!root || !root.IsMap()) throw ConfigError("", yaml_line(root), "config must be a YAML mapping");
   yaml_reject_unknown(root, "", {"listen", "threads", "max_retries", "limits", "timeouts", "access_log", "api_keys",
-                                 "admin_key", "models", "cache", "scaler", "cost"});
+                                 "admin_key", "auth", "require_admin_key", "models", "cache", "scaler", "cost"});
   auto c = std::make_shared<GatewayConfig>();
   parse_host_port(yaml_string(root, "listen", "", std::string("127.0.0.1:8080")), "listen", yaml_line(root["listen"]),
                   c->listen_host, c->listen_port);
@@ -197,6 +232,7 @@ std::shared_ptr<const GatewayConfig> parse_gateway_config(const YAML::Node& root
   }
   parse_keys(root, *c);
   c->admin_key = yaml_string(root, "admin_key", "", std::string());
+  parse_auth(root, *c);
   const auto models = root["models"];
   if (!models || !models.IsSequence() || models.size() == 0)
     throw ConfigError("models", yaml_line(models ? models : root), "at least one model is required (a list)");
@@ -224,6 +260,7 @@ std::shared_ptr<const GatewayConfig> parse_gateway_config_text(const std::string
   } catch (const YAML::ParserException& e) {
     throw ConfigError("", e.mark.line + 1, std::string("YAML syntax: ") + e.msg);
   }
+  yaml_reject_duplicate_keys(root);
   return parse_gateway_config(root);
 }
 

@@ -108,7 +108,7 @@ struct Route {
   std::string method;
   std::string prefix;
   RouteHandler handler;
-  bool admin_only;
+  RouteAccess access;
 };
 
 struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {

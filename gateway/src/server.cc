@@ -256,8 +256,8 @@ void Gateway::add_filter(std::shared_ptr<RequestFilter> filter) {
   impl_->filters.push_back(std::move(filter));
 }
 
-void Gateway::add_route(std::string method, std::string path_prefix, RouteHandler handler, bool admin_only) {
-  impl_->routes.push_back(Route{std::move(method), std::move(path_prefix), std::move(handler), admin_only});
+void Gateway::add_route(std::string method, std::string path_prefix, RouteHandler handler, RouteAccess access) {
+  impl_->routes.push_back(Route{std::move(method), std::move(path_prefix), std::move(handler), access});
 }
 
 prometheus::Registry& Gateway::registry() { return *impl_->registry; }

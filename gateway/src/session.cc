@@ -6,6 +6,16 @@ namespace tidegate::gateway {
 using namespace std::string_view_literals;
 namespace {
 
+// A client's x-request-id is kept when it is 1-128 printable ASCII characters without quotes
+// or backslashes: it goes into the JSON access log, the upstream request and the answer, and
+// anything else (control bytes, non-UTF-8) made log lines that JSON readers reject.
+bool usable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (const char c : id)
+    if (c < 0x21 || c > 0x7e || c == '"' || c == '\\') return false;
+  return true;
+}
+
 // Header names are ASCII: no locale lookups per character.
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -18,6 +28,34 @@ std::string_view bearer_token(std::string_view auth) {
   constexpr std::string_view prefix = "Bearer ";
   if (auth.size() > prefix.size() && lower(auth.substr(0, prefix.size())) == "bearer ") return auth.substr(prefix.size());
   return {};
+}
+
+// "Basic base64(user:password)" -> password (RFC 7617), so a browser can open a dashboard
+// behind the admin key: it asks once and resends the credentials with every fetch.
+std::string basic_password(std::string_view auth) {
+  constexpr std::string_view prefix = "basic ";
+  if (auth.size() <= prefix.size() || auth.size() > 1024 || lower(auth.substr(0, prefix.size())) != prefix) return {};
+  std::string decoded;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : auth.substr(prefix.size())) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+') v = 62;
+    else if (c == '/') v = 63;
+    else if (c == '=') break;
+    else return {};
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      decoded.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  const auto colon = decoded.find(':');
+  return colon == std::string::npos ? std::string() : decoded.substr(colon + 1);
 }
 
 }  // namespace
@@ -229,6 +267,7 @@ void Session::handle_request() {
     return reply_json(all ? 200 : 503, {{"ready", all}, {"models", models}});
   }
   if (path == "/metrics") {
+    if (!admit_guarded(config_->metrics_need_admin_key, false)) return;
     impl_->stats.refresh(impl_->upstreams);
     LocalReply r;
     r.content_type = "text/plain; version=0.0.4";
@@ -244,12 +283,39 @@ void Session::handle_request() {
   send_error(error_with_status(404, "no route for GET " + std::string(path), "not_found"));
 }
 
-void Session::handle_route(const Route& route) {
-  if (route.admin_only && !config_->admin_key.empty() &&
-      !constant_time_equal(bearer_token(req_.header(http::field::authorization)), config_->admin_key)) {
-    impl_->stats.local_reply("bad_admin_key");
-    return send_error(error_with_status(401, "admin routes need the admin key", "invalid_admin_key"));
+// The admin key, as a Bearer token or as a Basic password (any user name).
+bool Session::has_admin_key() const {
+  const auto auth = req_.header(http::field::authorization);
+  const auto& key = config_->admin_key;
+  return !key.empty() && (constant_time_equal(bearer_token(auth), key) || constant_time_equal(basic_password(auth), key));
+}
+
+// Admin routes with API keys but no admin_key are closed, not open: a deployment that turned
+// on client keys and forgot the admin one must not hand every client the cache and scaler.
+// Open mode (no keys at all) is only allowed on loopback or with `auth: none` (config.cc).
+bool Session::admit_guarded(bool guarded, bool browser) {
+  if (!guarded) return true;
+  if (config_->admin_key.empty()) {
+    if (config_->api_keys.empty()) return true;
+    impl_->stats.local_reply("admin_disabled");
+    send_error(error_with_status(403, "admin routes are disabled: set admin_key in the config", "admin_disabled"));
+    return false;
   }
+  if (has_admin_key()) return true;
+  impl_->stats.local_reply("bad_admin_key");
+  const auto e = error_with_status(401, "this route needs the admin key", "invalid_admin_key");
+  LocalReply r;
+  r.status = e.status;
+  r.body = error_body(e);
+  if (browser) r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"tidegate\", charset=\"UTF-8\"");
+  send_local(std::move(r));
+  return false;
+}
+
+void Session::handle_route(const Route& route) {
+  const bool dashboard = route.access == RouteAccess::kDashboard;
+  const bool guarded = route.access == RouteAccess::kAdmin || (dashboard && config_->dashboard_needs_admin_key);
+  if (!admit_guarded(guarded, dashboard)) return;
   RouteRequest rr;
   rr.method = std::string(req_.method_string());
   rr.target = std::string(req_.target());
@@ -269,7 +335,7 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_->start = start_;
   ctx_->path = std::string(req_.target());
   const auto rid = req_.header("x-request-id");
-  ctx_->request_id = (!rid.empty() && rid.size() <= 128) ? std::string(rid) : impl_->next_request_id();
+  ctx_->request_id = usable_request_id(rid) ? std::string(rid) : impl_->next_request_id();
   if (impl_->copy_request_headers) {
     req_.for_each_field([this](const ClientRequest::Field& f) {
       if (f.name == http::field::authorization) return;  // secrets stay out of filters' hands

@@ -60,6 +60,9 @@ class Session final : public std::enable_shared_from_this<Session> {
   void read_upstream_body();
   void on_upstream_body(beast::error_code ec);
   bool retry_elsewhere(int status);
+  bool has_admin_key() const;
+  // False after answering 401/403 itself; `browser` adds a Basic challenge.
+  bool admit_guarded(bool guarded, bool browser);
   void read_upstream_head();
   static constexpr int kMaxInterimHeads = 8;  // 1xx answers skipped before one is a fault
   int interim_heads_ = 0;

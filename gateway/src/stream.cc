@@ -61,7 +61,7 @@ void Session::on_stream_read(beast::error_code ec) {
   // Beast's read returns after each chunk header or chunk; the rest of what that read
   // brought in (more events, the last chunk) is parsed here, so it leaves in the same
   // write. Non-eager puts: nothing parsed is ever held back waiting for the socket.
-  while (!ec && !up_parser_->is_done() && up_buffer_.size() > 0) {
+  while (!ec && !up_parser_->is_done() && up_buffer_.size() > 0 && !sse_.overflowed()) {
     up_parser_->body().data = up_chunk_.data();
     up_parser_->body().size = up_chunk_.size();
     const auto used = up_parser_->put(up_buffer_.data(), ec);
@@ -77,6 +77,9 @@ void Session::on_stream_read(beast::error_code ec) {
   if (ec)
     return attempt_failed(ec == beast::error::timeout ? "stream_idle_timeout" : "stream_broken", false,
                           ec == beast::error::timeout);
+  // An event past SseParser::kMaxEventBytes with no blank line: the parser dropped it, so
+  // what follows would be the middle of an event. The replica broke the stream; it ends here.
+  if (sse_.overflowed()) return attempt_failed("stream_event_too_large", false, false);
   const bool done = up_parser_->is_done();
   // The replica closed the stream cleanly but never said [DONE]: still a cut answer.
   if (done && !summary_.done) return attempt_failed("stream_truncated", false, false);
@@ -103,6 +106,7 @@ void Session::relay_stream_bytes() {
     for (auto& f : impl_->filters) f->on_stream_event(*ctx_, nullptr);
     progress = false;
   };
+  if (sse_.overflowed()) return;  // the stream is ending; nothing after the cut is relayed
   sse_.feed(std::string_view(up_chunk_.data(), got));
   SseEvent ev;
   while (sse_.next(ev)) {

@@ -123,6 +123,7 @@ ReplayConfig load_config_text(const std::string& yaml, ReplayConfig c) {
   } catch (const YAML::ParserException& e) {
     throw ConfigError("", e.mark.line + 1, std::string("YAML syntax: ") + e.msg);
   }
+  yaml_reject_duplicate_keys(root);
   if (!root || root.IsNull()) return c;
   if (!root.IsMap()) throw ConfigError("", yaml_line(root), "expected a mapping with replay: and policy:");
   yaml_reject_unknown(root, "", {"replay", "policy"});

@@ -44,7 +44,7 @@ def free_port():
 class FakeUpstream:
     """OpenAI-ish upstream. `mode` can be changed while running:
     ok | continue_first (100 Continue, then ok) | status999 | fail500 (500 with an engine error object: a refusal, whose cause is unclear) |
-    crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
+    huge_event (a 5 MiB SSE event) | crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
     error object for requests whose text has "poison", as llama.cpp answers an image sent to a
     text model; others are served) | hang | slow_stream (one event per `tpot` s, records
     disconnects) | break_stream (two events, then the connection is cut without ending the stream)."""
@@ -101,6 +101,22 @@ class FakeUpstream:
             h.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             h.wfile.flush()
             mode = "ok"
+        if mode == "huge_event":  # one event of 5 MiB that never ends, then more bytes
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            try:
+                pieces = ([b'data: {"choices":[{"index":0,"delta":{"content":"ok "}}]}\n\n', b"data: "]
+                          + [b"x" * (1 << 20)] * 5 + [b"\n\ndata: [DONE]\n\n"])
+                for piece in pieces:
+                    h.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    h.wfile.flush()
+                h.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            h.close_connection = True
+            return
         if mode == "status999":
             body = b"{}"
             h.wfile.write(b"HTTP/1.1 999 Weird\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n" + body)
@@ -291,7 +307,7 @@ models:
                 raise AssertionError("gateway did not exit after SIGTERM")
         time.sleep(0.05)  # let the stderr reader catch the last lines
         text = "".join(self.log)
-        for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+        for marker in ("AddressSanitizer", "LeakSanitizer", "ThreadSanitizer", "runtime error:"):
             assert marker not in text, text[-4000:]
         assert self.proc.returncode == 0, f"gateway exit code {self.proc.returncode}: {text[-2000:]}"
 

@@ -45,9 +45,11 @@ bool yaml_bool(const YAML::Node& parent, const std::string& key, const std::stri
 // Durations accept numbers (seconds) or strings with a unit: "250ms", "5s", "2m", "1h", "24h".
 double yaml_seconds(const YAML::Node& parent, const std::string& key, const std::string& path,
                     std::optional<double> fallback = std::nullopt);
-// Sizes accept numbers (bytes) or strings: "8KiB", "8MiB", "1GiB", "512".
+// Sizes accept numbers (bytes) or strings: "8KiB", "8MiB", "1GiB", "512"; no hex.
 std::uint64_t yaml_bytes(const YAML::Node& parent, const std::string& key, const std::string& path,
-                         std::optional<std::uint64_t> fallback = std::nullopt);
+                         std::optional<std::uint64_t> fallback = std::nullopt,
+                         std::optional<std::uint64_t> min = std::nullopt,
+                         std::optional<std::uint64_t> max = std::nullopt);
 
 // One of `names`, as its index; a missing key is names[0]. Any other value throws ConfigError
 // naming the key, its line and the choices ("expected auto, cpu or gpu").
@@ -70,7 +72,15 @@ void yaml_reject_unknown(const YAML::Node& map, const std::string& path,
 // Joins a path: path_join("models[0]", "port") == "models[0].port"; path_join("", "x") == "x".
 std::string path_join(const std::string& path, const std::string& key);
 
+// Every key of every mapping in the document at most once (ConfigError naming the second one
+// and the first one's line). Loaders call it right after YAML::Load.
+void yaml_reject_duplicate_keys(const YAML::Node& root);
+
 // Parse helpers also usable outside YAML (headers, CLI flags). Throw std::invalid_argument.
+// Numbers are plain decimals (no hex, no sign); durations are at most kMaxDurationSeconds and
+// sizes at most kMaxByteSize, so no conversion downstream can overflow.
+inline constexpr double kMaxDurationSeconds = 366.0 * 86400;
+inline constexpr std::uint64_t kMaxByteSize = std::uint64_t{1} << 50;
 double parse_duration_seconds(const std::string& text);
 std::uint64_t parse_byte_size(const std::string& text);
 

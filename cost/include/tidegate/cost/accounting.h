@@ -81,7 +81,11 @@ class CostAccounting {
   // Live figures for the built-in dashboard.
   virtual boost::json::object dashboard_snapshot(double t) = 0;
 
-  virtual void flush() = 0;  // persists spend (budgets survive restarts)
+  // Spend is journaled as each request settles (durable against a process crash at once);
+  // sync() makes it durable against a machine crash (fdatasync; call about once a second);
+  // flush() snapshots everything and trims the journal (every few seconds, and at exit).
+  virtual void flush() = 0;
+  virtual void sync() {}
 
   // Extensions (default no-ops keep other implementations compiling).
   // Closes every replica's open interval at t: call about once a second so idle and standby

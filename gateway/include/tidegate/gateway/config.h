@@ -92,6 +92,12 @@ struct GatewayConfig {
   AccessLogConfig access_log;
   std::vector<ApiKey> api_keys;  // empty: open mode, tenant "anonymous"
   std::string admin_key;
+  // `auth: none`: serve without keys on a non-loopback address, on purpose. Without it such a
+  // listener needs api_keys and an admin_key (the config is refused otherwise).
+  bool auth_none = false;
+  // require_admin_key: [metrics, dashboard]: these need the admin key too.
+  bool metrics_need_admin_key = false;
+  bool dashboard_needs_admin_key = false;
   std::vector<ModelConfig> models;
   // Sections owned by other libraries, kept verbatim for them to parse.
   YAML::Node cache;

@@ -132,6 +132,15 @@ struct RouteRequest {
 };
 using RouteHandler = std::function<void(const RouteRequest&, std::function<void(LocalReply)> respond)>;
 
+// Who may call a route added with add_route().
+enum class RouteAccess {
+  kAdmin,      // the admin key (Bearer, or Basic with the key as password); refused outright
+               // when API keys exist but no admin_key does
+  kDashboard,  // open, unless require_admin_key lists dashboard: then as kAdmin, with a
+               // Basic challenge so a browser asks
+  kOpen,
+};
+
 class Gateway final {
  public:
   explicit Gateway(std::shared_ptr<const GatewayConfig> config);
@@ -141,9 +150,9 @@ class Gateway final {
 
   // Setup, before start().
   void add_filter(std::shared_ptr<RequestFilter> filter);
-  // Requests whose path starts with `path_prefix` (and method matches; "*" = any). With
-  // admin_only and an admin_key configured, "Authorization: Bearer <admin_key>" is required.
-  void add_route(std::string method, std::string path_prefix, RouteHandler handler, bool admin_only = true);
+  // Requests whose path starts with `path_prefix` (and method matches; "*" = any).
+  void add_route(std::string method, std::string path_prefix, RouteHandler handler,
+                 RouteAccess access = RouteAccess::kAdmin);
   prometheus::Registry& registry();            // register more tidegate_* metrics here
   scaler::RoutingTarget& routing();            // thread-safe
   const scaler::SignalSource& signals() const; // thread-safe

@@ -1,0 +1,180 @@
+"""Hardening (issue 18): secure defaults, guarded routes, what clients and replicas can put in
+logs and streams, and configs a loader must refuse. Each test failed on the binary before
+its fix."""
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+
+import httpx
+
+from harness import FakeUpstream, Gateway, chat, model_yaml, wait_until
+
+KEYS = """api_keys:
+  - {name: a, key: sk-hard-tenant-a, tenant: a}
+"""
+ADMIN = "admin_key: sk-hard-admin-0001\n"
+
+
+def _check_config(env, text):
+    d = tempfile.mkdtemp(prefix="tidegate-it-cfg-")
+    path = os.path.join(d, "gw.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return subprocess.run([env.tidegate, "--check-config", path], capture_output=True, text=True, timeout=10)
+
+
+def test_admin_routes_are_closed_when_keys_exist_but_no_admin_key(env):
+    # With client keys and no admin_key, every client could once empty the cache and move the
+    # scaler's limits; now admin routes answer 403 until an admin_key is set.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), top=KEYS)
+    try:
+        for auth in ({}, {"authorization": "Bearer sk-hard-tenant-a"}):
+            for method, path in (("GET", "/admin/costs"), ("DELETE", "/admin/cache"), ("GET", "/admin/scaler")):
+                r = httpx.request(method, gw.url + path, headers=auth, timeout=10)
+                assert r.status_code == 403, (method, path, r.status_code, r.text)
+                assert r.json()["error"]["code"] == "admin_disabled"
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers={"authorization": "Bearer sk-hard-tenant-a"},
+                       timeout=10)
+        assert r.status_code == 200, r.text
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_metrics_and_dashboard_can_require_the_admin_key(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]),
+                 top=KEYS + ADMIN + "require_admin_key: [metrics, dashboard]\n")
+    admin = {"authorization": "Bearer sk-hard-admin-0001"}
+    try:
+        r = httpx.get(gw.url + "/metrics", timeout=10)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_admin_key", r.text
+        assert httpx.get(gw.url + "/metrics", headers={"authorization": "Bearer sk-hard-tenant-a"},
+                         timeout=10).status_code == 401
+        r = httpx.get(gw.url + "/metrics", headers=admin, timeout=10)
+        assert r.status_code == 200 and "# TYPE tidegate_" in r.text
+        # A browser gets a Basic challenge and then sends the key as the password.
+        r = httpx.get(gw.url + "/dashboard/", timeout=10)
+        assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic "), r.headers
+        basic = "Basic " + base64.b64encode(b"anyone:sk-hard-admin-0001").decode()
+        r = httpx.get(gw.url + "/dashboard/", headers={"authorization": basic}, timeout=10)
+        assert r.status_code == 200 and "<html" in r.text.lower()
+        wrong = "Basic " + base64.b64encode(b"anyone:sk-hard-tenant-a").decode()
+        assert httpx.get(gw.url + "/dashboard/data.json", headers={"authorization": wrong}, timeout=10).status_code == 401
+        assert httpx.get(gw.url + "/dashboard/data.json", headers=admin, timeout=10).status_code == 200
+        # Admin routes take the same two forms.
+        assert httpx.get(gw.url + "/admin/costs", headers={"authorization": basic}, timeout=10).status_code == 404
+        assert httpx.get(gw.url + "/healthz", timeout=10).status_code == 200  # probes stay open
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_non_loopback_listeners_need_keys_unless_auth_none(env):
+    models = "models:\n" + model_yaml("m", [18001])
+    p = _check_config(env, 'listen: "0.0.0.0:0"\n' + models)
+    assert p.returncode == 2 and "listen" in p.stderr and "auth: none" in p.stderr, p.stderr
+    p = _check_config(env, 'listen: "0.0.0.0:0"\n' + KEYS + models)  # keys, no admin key
+    assert p.returncode == 2 and "admin_key" in p.stderr, p.stderr
+    p = _check_config(env, 'listen: "0.0.0.0:0"\n' + KEYS + ADMIN + models)
+    assert p.returncode == 0, p.stderr
+    p = _check_config(env, 'listen: "0.0.0.0:0"\nauth: none\n' + models)
+    assert p.returncode == 0, p.stderr
+    p = _check_config(env, 'listen: "[::1]:0"\n' + models)  # loopback: open mode is fine
+    assert p.returncode == 0, p.stderr
+    p = _check_config(env, 'listen: "127.0.0.1:0"\nrequire_admin_key: [metrics]\n' + models)
+    assert p.returncode == 2 and "require_admin_key" in p.stderr, p.stderr
+
+
+def test_configs_with_duplicate_keys_or_out_of_range_values_are_refused(env):
+    models = "models:\n" + model_yaml("m", [18001])
+    # Rotating a key by appending the new one left the old one in force (first wins).
+    p = _check_config(env, 'listen: "127.0.0.1:0"\n' + KEYS + "admin_key: sk-old-admin-1\nadmin_key: sk-new-admin-2\n" + models)
+    assert p.returncode == 2 and "admin_key" in p.stderr and "duplicate" in p.stderr and "line 5" in p.stderr, p.stderr
+    for bad, key in (("limits: {max_header_bytes: 4GiB}", "limits.max_header_bytes"),
+                     ("limits: {max_body_bytes: 0x100000}", "limits.max_body_bytes"),
+                     ("timeouts: {connect: 1e300s}", "timeouts.connect")):
+        p = _check_config(env, 'listen: "127.0.0.1:0"\n' + bad + "\n" + models)
+        assert p.returncode == 2 and key in p.stderr and "line 2" in p.stderr, (bad, p.stderr)
+    scaler = ("scaler:\n  pools:\n    - model: m\n      actuator: {kind: process, command: [x, \"{port}\"], "
+              "ports: 30000-30010}\n      policy: {min_replicas: 1, max_replicas: 2}\n      lifecycle: 5\n")
+    p = _check_config(env, 'listen: "127.0.0.1:0"\n' + models + scaler)
+    assert p.returncode == 2 and "lifecycle" in p.stderr and "mapping" in p.stderr, p.stderr
+
+
+def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
+    # A 200,000-character tag label overflowed the stack in std::regex_match and killed the
+    # running gateway on SIGHUP.
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        cost = ("cost:\n  replica_classes: {gpu: {usd_per_hour: 2}}\n  models: {m: gpu}\n"
+                "  tags: {labels: [" + "a" * 200_000 + "]}\n")
+        gw.write_config(model_yaml("m", [up.port]), top=cost)
+        gw.signal(signal.SIGHUP)
+        wait_until(lambda: any("gateway.reload_failed" in l for l in gw.log), what="reload failure")
+        assert gw.proc.poll() is None
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+    finally:
+        gw.close()
+        up.close()
+
+
+def _raw_request(port, head):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            got = s.recv(65536)
+            if not got:
+                break
+            data += got
+        return data
+
+
+def test_client_request_ids_never_reach_the_log_unless_printable(env):
+    up = FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        body = json.dumps(chat()).encode()
+        for rid in (b"\xff\xfe-not-utf8", b"quote\"and\\back", b"a" * 129):
+            head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Connection: close\r\nX-Request-Id: " + rid + b"\r\nContent-Length: " + str(len(body)).encode() +
+                    b"\r\n\r\n" + body)
+            answer = _raw_request(gw.port, head)
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+            assert rid not in answer
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers={"x-request-id": "trace-42:abc/1"}, timeout=10)
+        assert r.headers["x-request-id"] == "trace-42:abc/1"
+        wait_until(lambda: len(gw.access_entries()) >= 4, what="access log lines")
+        with open(gw.access_log, "rb") as f:
+            for line in f:
+                json.loads(line.decode("utf-8"))  # strict: every line UTF-8 JSON
+        assert up.headers[-1]["x-request-id"] == "trace-42:abc/1"
+    finally:
+        gw.close()
+        up.close()
+
+
+def test_an_sse_event_past_the_limit_ends_the_stream_with_an_error(env):
+    # SseParser dropped a 4 MiB+ event and went on parsing from its middle, relaying garbage.
+    up = FakeUpstream(mode="huge_event")
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        with httpx.Client(timeout=20) as c:
+            with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
+                assert r.status_code == 200
+                raw = b"".join(r.iter_bytes())
+        assert b"x" * 1024 not in raw, "bytes of the oversized event reached the client"
+        events = [l[6:] for l in raw.decode().split("\n") if l.startswith("data: ")]
+        assert json.loads(events[0])["choices"][0]["delta"]["content"] == "ok "
+        assert json.loads(events[-1])["error"]["code"] == "stream_event_too_large", events[-1]
+        assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "stream_event_too_large"}) == 1
+    finally:
+        gw.close()
+        up.close()
