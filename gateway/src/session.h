@@ -126,7 +126,12 @@ class Session final : public std::enable_shared_from_this<Session> {
   ReplicaPtr refused_by_;
   std::unique_ptr<TcpStream> upstream_;
   bool upstream_reused_ = false;
-  beast::flat_buffer up_buffer_;
+  // Bounded like the client's buffer: the parser consumes bodies as they come, so only a head
+  // (Beast's 8 KiB header limit), a chunk header with its extensions, or a trailer section
+  // can make it grow, and a replica sending an endless one fails at this size instead of
+  // taking the gateway's memory.
+  static constexpr std::size_t kUpstreamBufferBytes = 256 * 1024;
+  beast::flat_buffer up_buffer_{kUpstreamBufferBytes};
   std::optional<UpstreamResponseParser> up_parser_;
   std::string up_head_;  // upstream request head, formatted by hand
   std::array<char, 16384> up_chunk_{};

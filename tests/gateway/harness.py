@@ -44,7 +44,7 @@ def free_port():
 class FakeUpstream:
     """OpenAI-ish upstream. `mode` can be changed while running:
     ok | continue_first (100 Continue, then ok) | status999 | fail500 (500 with an engine error object: a refusal, whose cause is unclear) |
-    huge_event (a 5 MiB SSE event) | crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
+    huge_event (a 5 MiB SSE event) | endless_chunk_ext (64 MiB of chunk extension) | crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
     error object for requests whose text has "poison", as llama.cpp answers an image sent to a
     text model; others are served) | hang | slow_stream (one event per `tpot` s, records
     disconnects) | break_stream (two events, then the connection is cut without ending the stream)."""
@@ -113,6 +113,15 @@ class FakeUpstream:
                     h.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                     h.wfile.flush()
                 h.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            h.close_connection = True
+            return
+        if mode == "endless_chunk_ext":  # a chunk header whose extension never ends
+            h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5;x=")
+            try:
+                for _ in range(64):
+                    h.wfile.write(b"y" * (1 << 20))
             except (BrokenPipeError, ConnectionResetError):
                 pass
             h.close_connection = True

@@ -178,3 +178,25 @@ def test_an_sse_event_past_the_limit_ends_the_stream_with_an_error(env):
     finally:
         gw.close()
         up.close()
+
+
+def _rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
+
+def test_an_upstream_endless_chunk_extension_is_bounded(env):
+    # The upstream buffer had no maximum: a replica sending a chunk header that never ends
+    # grew it for as long as the replica kept sending.
+    up = FakeUpstream(mode="endless_chunk_ext")
+    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+    try:
+        before = _rss_kib(gw.proc.pid)
+        r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=20)
+        assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_error", r.text
+        grown_mib = (_rss_kib(gw.proc.pid) - before) / 1024
+        assert grown_mib < 32, f"RSS grew {grown_mib:.0f} MiB for a 64 MiB chunk extension"
+        assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "body_read_failed"}) == 1
+    finally:
+        gw.close()
+        up.close()
