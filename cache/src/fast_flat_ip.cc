@@ -3,6 +3,8 @@
 #include <faiss/impl/DistanceComputer.h>
 #include <faiss/utils/fp16.h>
 
+#include "tidegate/common/cpu_clones.h"
+
 // GCC 12's own AVX-512 conversion intrinsics start from _mm512_undefined_ps(), which its
 // uninitialised-use analysis flags; the values are fully overwritten.
 #pragma GCC diagnostic push
@@ -21,7 +23,7 @@ namespace {
 typedef float v16 __attribute__((vector_size(64), aligned(4)));
 
 // Four accumulators hide the add latency; the default clone splits each v16 into SSE halves.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+TIDEGATE_CPU_CLONES
 float inner_product(const float* a, const float* b, std::size_t d) {
   v16 s0{}, s1{}, s2{}, s3{};
   std::size_t i = 0;

@@ -60,8 +60,16 @@ inline std::chrono::steady_clock::duration secs(double s) {
 class ConnPool final {
  public:
   std::unique_ptr<TcpStream> take(std::uint64_t replica_serial);
-  void put(std::uint64_t replica_serial, std::unique_ptr<TcpStream> conn);
+  void put(const ReplicaPtr& replica, std::unique_ptr<TcpStream> conn);
+  // Closes connections idle past kMaxIdle and every connection of a replica that no pool
+  // holds any more (a reload or the scaler removed it): nothing would ever take them, and
+  // each was a descriptor held for good (the soak found them, CLOSE_WAIT once the replica
+  // went). Called about once a second by the worker's tick.
+  void prune(std::chrono::steady_clock::time_point now);
   static constexpr std::size_t kMaxIdlePerReplica = 256;
+  // Longer than the keep-alive timeouts engines' HTTP servers use (uvicorn, under vLLM and
+  // SGLang: 5 s), so a connection this old is nearly always closed at the other end already.
+  static constexpr std::chrono::seconds kMaxIdle{10};
   // Servers close idle keep-alive connections after seconds (uvicorn: 5 s), not sooner: a
   // connection idle for less than this is used without the peek (one syscall per request
   // saved). One the server did close anyway fails on first use and is retried fresh.
@@ -77,6 +85,7 @@ class ConnPool final {
   };
   struct Slot {
     std::vector<Idle> idle;
+    std::weak_ptr<Replica> replica;  // expired: removed from every pool, its connections go
     bool peek_always = false;
   };
   std::unordered_map<std::uint64_t, Slot> idle_;
@@ -96,6 +105,7 @@ struct Worker {
   // timer (one timerfd_settime) whenever a new timer becomes the earliest, which a lone
   // connection's per-operation timeouts otherwise do four times a request.
   net::steady_timer anchor{ioc};
+  std::uint64_t ticks = 0;
   // The tick also visits every session (Session::on_tick): it enforces their loop deadlines,
   // so it is their resolution, and starts the client hang-up watch of requests still waiting
   // on a replica, so a request answered within a tick never pays for one.

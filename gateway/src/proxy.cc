@@ -34,10 +34,26 @@ std::unique_ptr<TcpStream> ConnPool::take(std::uint64_t serial) {
   return nullptr;
 }
 
-void ConnPool::put(std::uint64_t serial, std::unique_ptr<TcpStream> conn) {
-  auto& v = idle_[serial].idle;
-  if (v.size() < kMaxIdlePerReplica) v.push_back({coarse_now(), std::move(conn)});
+void ConnPool::put(const ReplicaPtr& replica, std::unique_ptr<TcpStream> conn) {
+  auto& slot = idle_[replica->serial];
+  slot.replica = replica;
+  if (slot.idle.size() < kMaxIdlePerReplica) slot.idle.push_back({coarse_now(), std::move(conn)});
 }
+
+void ConnPool::prune(std::chrono::steady_clock::time_point now) {
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    auto& slot = it->second;
+    if (slot.replica.expired()) {
+      it = idle_.erase(it);
+      continue;
+    }
+    std::erase_if(slot.idle, [now](const Idle& i) { return now - i.since > kMaxIdle; });
+    // An empty slot is kept only for its peek flag (a replica that closes connections early).
+    if (slot.idle.empty() && !slot.peek_always) it = idle_.erase(it);
+    else ++it;
+  }
+}
+
 
 double Session::upstream_budget_s(double step_s, Clock::time_point now) const {
   const double left = config_->timeouts.total_s - std::chrono::duration<double>(now - start_).count();
@@ -355,7 +371,7 @@ void Session::on_upstream_body(beast::error_code) {
   ctx_->finish_reason = summary_.finish_reason;
   ctx_->complete = status < 400;
   const bool reusable = up_parser_->keep_alive() && up_buffer_.size() == 0;
-  const auto serial = replica_->serial;
+  const auto replica = replica_;
   Outcome outcome = Outcome::kSuccess;  // a 4xx is a healthy replica's answer
   if (fault == UpstreamFault::kReplica) {
     impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
@@ -368,7 +384,7 @@ void Session::on_upstream_body(beast::error_code) {
     outcome = Outcome::kNeutral;  // no second replica to ask: not held against it; its probe judges it
   }
   release_replica(outcome);
-  if (reusable) worker_.conns.put(serial, std::move(upstream_));
+  if (reusable) worker_.conns.put(replica, std::move(upstream_));
   drop_upstream(false);
   LocalReply r;
   r.status = status;

@@ -231,6 +231,7 @@ void arm_anchor(Worker& w) {
     const auto now = coarse_now();  // the clock the deadlines were set on
     for (auto& s : w.ticking) s->on_tick(now);
     w.ticking.clear();  // outside the lock: the last reference may end a session here
+    if (++w.ticks % 10 == 0) w.conns.prune(now);
     arm_anchor(w);
   });
 }

@@ -193,10 +193,10 @@ void Session::finish_stream() {
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
   ctx_->complete = true;
-  const auto serial = replica_ ? replica_->serial : 0;
+  const auto replica = replica_;
   const bool reusable = up_parser_->keep_alive() && up_buffer_.size() == 0;
   release_replica(Outcome::kSuccess);
-  if (reusable && upstream_) worker_.conns.put(serial, std::move(upstream_));
+  if (reusable && upstream_ && replica) worker_.conns.put(replica, std::move(upstream_));
   drop_upstream(false);
   on_written(!stream_keep_alive_, {});
 }

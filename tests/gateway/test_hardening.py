@@ -200,3 +200,36 @@ def test_an_upstream_endless_chunk_extension_is_bounded(env):
     finally:
         gw.close()
         up.close()
+
+
+def _sockets_to(port):
+    """Open TCP sockets on this machine whose peer is 127.0.0.1:port (the gateway's side)."""
+    n = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            rem, state = line.split()[2], line.split()[3]
+            if int(rem.split(":")[1], 16) == port and state in ("01", "08"):  # ESTABLISHED, CLOSE_WAIT
+                n += 1
+    return n
+
+
+def test_pooled_connections_of_a_removed_replica_are_closed(env):
+    # Idle upstream connections of a replica a reload removed stayed pooled for good: nothing
+    # would take them again (the soak saw the descriptors grow with every reload).
+    keep, gone = FakeUpstream(), FakeUpstream()
+    gw = Gateway(env.tidegate, model_yaml("m", [keep.port, gone.port], balancer="round_robin"))
+    try:
+        with gw.client() as c:
+            for _ in range(8):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        assert gone.requests and _sockets_to(gone.port) >= 1
+        gw.write_config(model_yaml("m", [keep.port]))
+        gw.signal(signal.SIGHUP)
+        wait_until(lambda: any("gateway.reloaded" in l for l in gw.log), what="reload")
+        wait_until(lambda: _sockets_to(gone.port) == 0, timeout=4, what="the removed replica's connections closed")
+        with gw.client() as c:  # the kept replica's pool still serves
+            assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+    finally:
+        gw.close()
+        keep.close()
+        gone.close()

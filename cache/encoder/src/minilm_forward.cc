@@ -10,6 +10,7 @@
 #include "intra_op.h"
 #include "minilm_internal.h"
 #include "minilm_ops.h"
+#include "tidegate/common/cpu_clones.h"
 
 namespace tidegate::cache {
 namespace {
@@ -40,7 +41,7 @@ void linear(const float* in, std::size_t rows, std::size_t k, const float* w, co
 // Exact (erf) GELU in place. erf comes from Abramowitz & Stegun 7.1.28, |error| <= 3e-7, which
 // is below fp32 rounding of the activations here; unlike libm's erff it has no branches or
 // calls, so the loop vectorises (it was 7% of a short prompt's time as scalar erff calls).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+TIDEGATE_CPU_CLONES
 void gelu_inplace(float* v, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     const float x = v[i];

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tidegate/common/cpu_clones.h"
+
 namespace tidegate::cache {
 namespace {
 
@@ -22,7 +24,7 @@ float lane_sum(const float (&acc)[kLanes]) {
   return s;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+TIDEGATE_CPU_CLONES
 void softmax_rows(float* s, std::size_t rows, std::size_t cols) {
   for (std::size_t i = 0; i < rows; ++i) {
     float* row = s + i * cols;
@@ -92,7 +94,7 @@ static_assert(kMaxBlocks == 4, "dispatch_blocks covers 1..4 blocks");
 
 }  // namespace
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+TIDEGATE_CPU_CLONES
 void add_layer_norm(float* x, const float* residual, std::size_t rows, std::size_t dim, const float* gamma,
                     const float* beta, float eps) {
   const std::size_t body = dim - dim % kLanes;
@@ -122,7 +124,7 @@ void add_layer_norm(float* x, const float* residual, std::size_t rows, std::size
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+TIDEGATE_CPU_CLONES
 void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t dh,
             float scale, float* scratch, float* ctx, std::size_t ldc) {
   float* scores = scratch;

@@ -1,6 +1,7 @@
 #include "packed_linear.h"
 
 #include "intra_op.h"
+#include "tidegate/common/cpu_clones.h"
 
 #include <immintrin.h>
 
@@ -18,7 +19,7 @@ constexpr std::size_t kRows = 6;  // rows per micro-tile: 6 accumulators + weigh
 
 // acc[m] += x[m][k] * panel[k] over all k, for `M` rows; then y = acc + bias.
 template <std::size_t M>
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+TIDEGATE_CPU_CLONES
 void micro_tile(const float* x, std::size_t ldx, const float* panel, std::size_t in, const float* bias,
                 std::size_t width, float* y, std::size_t ldy) {
   v16 acc[M];
