@@ -38,11 +38,13 @@ test-asan: setup
 # ThreadSanitizer: -O1 (at -O0 the e2e tests' deadlines are too tight under TSan's slowdown).
 # OMP_NUM_THREADS=1: libgomp is not instrumented, so FAISS's OpenMP workers would be reported
 # as races; our own threads are what this build is for. halt_on_error: a report fails the test
-# (the e2e harnesses also look for "ThreadSanitizer" in the gateway's stderr).
+# (the e2e harnesses also look for "ThreadSanitizer" in the gateway's stderr). The e2e waits
+# get 3x their time; the HNSW-vs-FAISS differential test (single-threaded numerics, 16 s in
+# release, 6 minutes under TSan) is left to the other two builds.
 test-tsan: setup
 	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIDEGATE_TSAN=ON -DTIDEGATE_CUDA=OFF -DTIDEGATE_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
-	cd $(BUILD_TSAN) && OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) --timeout 900 -LE "no-asan|no-tsan"
+	cd $(BUILD_TSAN) && OMP_NUM_THREADS=1 TIDEGATE_TEST_SLOWDOWN=3 GTEST_FILTER='-*PrefetchingSearchAgreesWithFaissSearch*' TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) --timeout 900 -LE "no-asan|no-tsan"
 
 # ENGINE=llama.cpp: the scaler starts real llama-server replicas with SmolLM2-135M.
 demo: setup build
@@ -50,6 +52,14 @@ demo: setup build
 
 bench: setup build
 	bench/run_all.sh
+
+# libFuzzer targets for the parsers (fuzz/README.md): a clang build of its own in build-fuzz/,
+# then every target for FUZZ_SECONDS on a copy of its seed corpus; fails on any crash, leak,
+# out-of-memory or timeout.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz: setup
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_BUILD=build-fuzz FUZZ_JOBS=$(JOBS) fuzz/run.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

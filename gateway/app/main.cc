@@ -4,7 +4,6 @@
 // Composition root: the gateway's data path plus the semantic cache, cost accounting and the
 // scaler, each built from its own config section and plugged in through the gateway's seams
 // (filters, routes, RoutingTarget/SignalSource).
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <fcntl.h>
@@ -13,22 +12,17 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <thread>
 
-#include <yaml-cpp/yaml.h>
-
 #include "admin_routes.h"
 #include "cache_filter.h"
+#include "config_load.h"
 #include "cost_filter.h"
 #include "dashboard_feed.h"
-#include "tidegate/cache/cache_config.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
-#include "tidegate/cost/config.h"
-#include "tidegate/scaler/config.h"
 
 namespace {
 
@@ -67,70 +61,6 @@ int next_signal() {
     if (n < 0 && errno == EINTR) continue;
     return SIGTERM;  // the pipe broke: shut down rather than spin
   }
-}
-
-bool present(const YAML::Node& n) { return n && !n.IsNull(); }
-
-struct Sections {
-  std::shared_ptr<const gateway::GatewayConfig> gateway;
-  std::shared_ptr<const cache::CacheConfig> cache;
-  std::shared_ptr<const cost::CostConfig> cost;
-  std::shared_ptr<const scaler::ScalerConfig> scaler;
-};
-
-// The folder relative paths in the file are read from (cache.embedder.model_dir), so the
-// gateway finds the same files whatever directory it is started from.
-std::string config_dir(const std::string& path) {
-  std::error_code ec;
-  const auto abs = std::filesystem::absolute(path, ec);
-  return ec ? std::string() : abs.parent_path().lexically_normal().string();
-}
-
-// Every section is validated before anything starts, so a typo anywhere fails at load (the
-// cache's model folder included: --check-config names it when it is missing).
-Sections load(const std::string& path) {
-  Sections s;
-  s.gateway = gateway::load_gateway_config(path);
-  // Only ConfigError leaves a loader: a yaml-cpp exception from a section's parser (`targets: 5`
-  // where a map belongs) used to escape it and, on SIGHUP, end the running gateway.
-  auto section = [](const char* name, const YAML::Node& node, auto&& parse) {
-    try {
-      parse();
-    } catch (const ConfigError&) {
-      throw;
-    } catch (const YAML::Exception& e) {
-      const int line = e.mark.is_null() ? (node.Mark().is_null() ? 0 : node.Mark().line + 1) : e.mark.line + 1;
-      throw ConfigError(name, line, "not the shape this section expects (" + e.msg + ")");
-    } catch (const std::exception& e) {
-      throw ConfigError(name, node.Mark().is_null() ? 0 : node.Mark().line + 1, e.what());
-    }
-  };
-  if (present(s.gateway->cache))
-    section("cache", s.gateway->cache, [&] { s.cache = cache::parse_cache_config(s.gateway->cache, "cache", config_dir(path)); });
-  if (present(s.gateway->cost))
-    section("cost", s.gateway->cost, [&] { s.cost = cost::parse_cost_config(s.gateway->cost, "cost"); });
-  if (present(s.gateway->scaler))
-    section("scaler", s.gateway->scaler, [&] { s.scaler = scaler::parse_scaler_config(s.gateway->scaler, "scaler"); });
-  if (s.cost) {
-    for (const auto& m : s.gateway->models)
-      for (const auto& r : m.replicas)
-        if (!r.replica_class.empty() && !s.cost->has_class(r.replica_class))
-          throw ConfigError("models", 0, "replica '" + r.id + "' of model '" + m.name + "' has class '" +
-                                             r.replica_class + "', which cost.replica_classes does not define");
-  }
-  if (s.scaler) {
-    auto gateway = std::make_shared<gateway::GatewayConfig>(*s.gateway);
-    for (const auto& pool : s.scaler->pools) {
-      auto it = std::find_if(gateway->models.begin(), gateway->models.end(),
-                             [&](const gateway::ModelConfig& m) { return m.name == pool.model; });
-      if (it == gateway->models.end())
-        throw ConfigError("scaler.pools", 0, "pool for model '" + pool.model + "', which models: does not define");
-      // At zero replicas the first request must wait for the replica it makes the scaler start.
-      if (pool.policy.scale_to_zero) it->queue.hold_when_empty = true;
-    }
-    s.gateway = std::move(gateway);
-  }
-  return s;
 }
 
 // Static replicas are billed from the moment the config lists them until a reload drops them.
@@ -221,9 +151,9 @@ int main(int argc, char** argv) {
   }
   if (config_path.empty()) return usage(2);
 
-  Sections sections;
+  app::Sections sections;
   try {
-    sections = load(config_path);
+    sections = app::load_sections(config_path);
   } catch (const ConfigError& e) {
     std::cerr << e.what() << "\n";
     return 2;
@@ -294,11 +224,11 @@ int main(int argc, char** argv) {
       if (sig == SIGHUP) {
         try {
           const auto before = gw.config();
-          auto next = load(config_path).gateway;
+          auto next = app::load_sections(config_path).gateway;
           gw.reload(next);
           if (c.accounting) bill_static_replica_changes(*c.accounting, *before, *next);
         } catch (const std::exception& e) {
-          // A bad edit keeps the running config; the operator sees why. (load() turns what it
+          // A bad edit keeps the running config; the operator sees why. (load_sections() turns what it
           // can into a ConfigError naming the key; anything else still must not end the process.)
           log::error("gateway.reload_failed", {{"error", e.what()}});
         }

@@ -61,6 +61,7 @@ ReplicaConfig parse_replica(const YAML::Node& node, const std::string& path) {
   parse_url(url, path_join(path, "url"), yaml_line(node["url"]), r);
   r.weight = yaml_double(node, "weight", path, 1.0, 0.0);
   r.replica_class = yaml_string(node, "class", path, std::string());
+  r.class_line = yaml_line(node["class"] ? node["class"] : node);
   r.api_key = yaml_string(node, "api_key", path, std::string());
   return r;
 }

@@ -105,6 +105,12 @@ def test_configs_with_duplicate_keys_or_out_of_range_values_are_refused(env):
               "ports: 30000-30010}\n      policy: {min_replicas: 1, max_replicas: 2}\n      lifecycle: 5\n")
     p = _check_config(env, 'listen: "127.0.0.1:0"\n' + models + scaler)
     assert p.returncode == 2 and "lifecycle" in p.stderr and "mapping" in p.stderr, p.stderr
+    # Checks across sections name the key and its line too (they said "models", line 0).
+    text = ('listen: "127.0.0.1:0"\nmodels:\n  - name: m\n    replicas:\n'
+            '      - {id: r0, url: "http://127.0.0.1:18001", class: nope}\n'
+            "cost:\n  replica_classes: {gpu: {usd_per_hour: 2}}\n")
+    p = _check_config(env, text)
+    assert p.returncode == 2 and "models[0].replicas[0].class (line 5)" in p.stderr, p.stderr
 
 
 def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
