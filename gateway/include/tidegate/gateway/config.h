@@ -19,9 +19,9 @@ struct ReplicaConfig {
   std::uint16_t port = 0;
   double weight = 1.0;
   std::string replica_class;  // cost class ("a100", "h100", ...), opaque to the gateway
-  int class_line = 0;         // where the file says it: checked against cost: later
   // Sent upstream as "Authorization: Bearer <api_key>" (vLLM --api-key). Never the client's key.
   std::string api_key;
+  int class_line = 0;  // where the file names the class: checked against cost: later
 };
 
 struct QueueConfig {
