@@ -815,7 +815,10 @@ class Run:
             if kinds["client"] == 0:
                 break
             time.sleep(0.2)
-        time.sleep(3)  # removed replicas drain, health probes settle
+        # Removed replicas drain, probes settle, and idle pooled connections are closed: the
+        # gateway closes those idle past ConnPool::kMaxIdle (10 s, gateway/src/impl.h), so both
+        # reference points see empty pools and compare like with like.
+        time.sleep(12)
         self.sample(phase=f"quiesce_{label}_1")
         time.sleep(2)
         row = self.sample(phase=f"quiesce_{label}")

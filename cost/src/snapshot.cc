@@ -114,13 +114,17 @@ void CostAccountingImpl::flush() {
 // request path takes.
 void CostAccountingImpl::sync() {
   int fd;
+  bool dir_too;
+  std::string dir;
   {
     std::lock_guard lock(mu_);
-    fd = journal_.take_sync_fd();
+    fd = journal_.take_sync_fd(&dir_too);
+    if (dir_too) dir = journal_.dir();
   }
   if (fd < 0) return;
-  const bool ok = ::fdatasync(fd) == 0;
+  bool ok = ::fdatasync(fd) == 0;
   ::close(fd);
+  if (dir_too) ok = SpendJournal::fsync_dir(dir) && ok;
   if (!ok) {
     std::lock_guard lock(mu_);
     metrics_.event("spend_journal_write_failed");

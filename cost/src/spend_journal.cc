@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace tidegate::cost {
 namespace {
@@ -95,21 +96,18 @@ bool SpendJournal::open(const std::string& dir, std::uint64_t gen, std::string* 
     if (error) *error = "open " + path + ": " + std::strerror(errno);
     return false;
   }
-  if (fd_ >= 0) {
-    if (dirty_) ::fdatasync(fd_);
-    ::close(fd_);
-  }
+  // The older file needs no fdatasync here (this runs under the accounting lock): the
+  // snapshot that follows a rotation holds its records and is fsynced itself.
+  if (fd_ >= 0) ::close(fd_);
   struct stat st {};
   bytes_ = ::fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
   dir_ = dir;
   fd_ = fd;
   gen_ = gen;
-  dirty_ = false;
-  // The new file's directory entry must be durable before records in it count as written.
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  // The new file's directory entry must reach the disk too; that fsync waits for the next
+  // sync(), outside the caller's lock (rotation happens under the accounting lock).
+  dirty_ = true;
+  dir_dirty_ = true;
   return true;
 }
 
@@ -140,12 +138,23 @@ bool SpendJournal::append(std::string_view json) {
 bool SpendJournal::sync() {
   if (fd_ < 0 || !dirty_) return true;
   dirty_ = false;
-  return ::fdatasync(fd_) == 0;
+  const bool dir_ok = !std::exchange(dir_dirty_, false) || fsync_dir(dir_);
+  return ::fdatasync(fd_) == 0 && dir_ok;
 }
 
-int SpendJournal::take_sync_fd() {
+bool SpendJournal::fsync_dir(const std::string& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return false;
+  const bool ok = ::fsync(dfd) == 0;
+  ::close(dfd);
+  return ok;
+}
+
+int SpendJournal::take_sync_fd(bool* dir_too) {
+  *dir_too = false;
   if (fd_ < 0 || !dirty_) return -1;
   dirty_ = false;
+  *dir_too = std::exchange(dir_dirty_, false);
   return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
 }
 

@@ -40,8 +40,11 @@ class SpendJournal final {
   bool append(std::string_view json);
   bool sync();  // fdatasync when something was appended since the last one
   // For syncing outside the caller's lock: a dup of the file when something was appended
-  // since the last sync (fdatasync and close it), else -1.
-  int take_sync_fd();
+  // since the last sync (fdatasync and close it), else -1; *dir_too: a new generation was
+  // opened since, so fsync_dir(dir()) as well.
+  int take_sync_fd(bool* dir_too);
+  static bool fsync_dir(const std::string& dir);
+  const std::string& dir() const { return dir_; }
   // Starts generation+1 and returns it; appends made before are all in older files.
   std::uint64_t rotate(std::string* error);
   // Deletes generations below `gen` (the snapshot now holds them).
@@ -56,6 +59,7 @@ class SpendJournal final {
   std::uint64_t gen_ = 0;
   std::uint64_t bytes_ = 0;
   bool dirty_ = false;
+  bool dir_dirty_ = false;  // a file was created since the directory was last fsynced
 };
 
 }  // namespace tidegate::cost
