@@ -12,11 +12,15 @@
 #include <map>
 #include <stdexcept>
 
+#include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
 
 namespace tidegate::cache {
 namespace fs = std::filesystem;
 namespace {
+
+constexpr std::uint64_t kMaxGeneration = std::uint64_t{1} << 62;
+constexpr std::int64_t kMaxTimeMs = std::int64_t{1} << 52;  // ms since 1970: past the year 100,000
 
 constexpr std::uint32_t kMagic = 0x31434754;  // "TGC1"
 constexpr std::uint32_t kVersion = 1;
@@ -119,6 +123,11 @@ Entry decode_insert(Reader& r, std::size_t dim) {
   e.created_ms = r.num<std::int64_t>();
   e.last_hit_ms = r.num<std::int64_t>();
   e.ttl_s = r.num<double>();
+  // Times a live entry can have; anything else is a corrupt record (NaN or 1e300 reached
+  // Entry::expired's double-to-integer conversion, undefined behaviour: the fuzzer's K6).
+  if (!(e.ttl_s >= 0 && e.ttl_s <= kMaxDurationSeconds) || e.created_ms < 0 || e.created_ms > kMaxTimeMs ||
+      e.last_hit_ms < 0 || e.last_hit_ms > kMaxTimeMs)
+    throw std::runtime_error("entry times out of range");
   e.scope_key = r.str();
   e.model = r.str();
   e.tenant = r.str();
@@ -223,6 +232,8 @@ Persistence::Loaded Persistence::load(std::size_t dim) {
       if (!header) {
         if (type != kHeader || r.num<std::uint32_t>() != kVersion) throw std::runtime_error("bad snapshot header");
         first_gen = r.num<std::uint64_t>();
+        // Logs stop at kMaxGeneration; snapshots count on from there, far below a wrap.
+        if (first_gen > 2 * kMaxGeneration) throw std::runtime_error("snapshot generation out of range");
         if (r.num<std::uint32_t>() != dim) throw std::runtime_error("snapshot vector dimension differs");
         header = true;
       } else if (type == kInsert) {
@@ -259,6 +270,12 @@ Persistence::Loaded Persistence::load(std::size_t dim) {
     }
     try {
       const std::uint64_t gen = std::stoull(name.substr(4));
+      // Generations count snapshots; one near 2^64 is not ours, and max + 1 would wrap to 0
+      // and let a log the snapshot had superseded be replayed (the fuzzer's K7).
+      if (gen > kMaxGeneration) {
+        out.problems.push_back(name + ": generation out of range; ignored");
+        continue;
+      }
       max_gen = std::max(max_gen, gen);
       if (gen >= first_gen) logs.emplace_back(gen, de.path());
     } catch (const std::exception&) {

@@ -14,7 +14,7 @@
 // entry is then checked for expiry exactly as SemanticCacheImpl::load does after a restart
 // (UBSan sees the arithmetic on the loaded created_ms/ttl_s); and a snapshot of what was loaded,
 // loaded again, gives back the same entries with no snapshot problem (the restart path writes
-// that snapshot). Known issues K6 and K7 (fuzz/README.md) are stepped around unless FUZZ_STRICT.
+// that snapshot). K6 and K7 (fuzz/README.md) are fixed and checked.
 #include <unistd.h>
 
 #include <cmath>
@@ -99,21 +99,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(i == 0 || e.id > last_id, "entry ids not unique and ordered");
       last_id = e.id;
       // What SemanticCacheImpl::load does with every restored entry (a fixed "now": 2026).
-      // Known issue K6: decode_insert takes any ttl_s and created_ms, and Entry::expired
-      // (entry_store.h) converts ttl_s * 1000 to int64 and adds it to created_ms: undefined for a
-      // NaN or huge ttl (a snapshot from before durations were capped at 366d holds 1e300s).
-      std::int64_t sum;
-      const bool sane = std::isfinite(e.ttl_s) && std::fabs(e.ttl_s * 1000.0) < 9.2e18 &&
-                        !__builtin_add_overflow(e.created_ms, static_cast<std::int64_t>(e.ttl_s * 1000.0), &sum);
-      if (sane || fuzz::strict()) (void)e.expired(1'790'000'000'000);
+      // K6 (fixed): NaN or huge ttl_s and out-of-range times are corrupt records now.
+      (void)e.expired(1'790'000'000'000);
     }
     first = std::move(loaded.entries);
     FUZZ_CHECK(p.snapshot([&] { return first; }), "snapshot of the loaded entries failed");
   }
-  // Known issue K7: a log.18446744073709551615 makes the next generation max + 1 = 0 (load) and
-  // the snapshot's 1, so a stale log.1 the old snapshot had superseded is read again on the next
-  // start (an erased entry comes back). Only a data directory with that file name gets there.
-  if (!files[4].empty() && !fuzz::strict()) return 0;
+  // K7 (fixed): a log.18446744073709551615 made the next generation wrap to 0.
   Persistence again(g_dir.string());
   const auto reloaded = again.load(dim);
   for (const auto& problem : reloaded.problems)

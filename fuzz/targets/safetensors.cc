@@ -72,10 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     bool overflow = false;
     for (auto d : t->shape) overflow |= __builtin_mul_overflow(count, d, &count);
     overflow |= __builtin_mul_overflow(count, elem, &count);
-    // Known issue K3: the reader multiplies the shape unchecked, so a product that wraps (e.g.
-    // [2^32, 2^32] U8 over 0 bytes) passes its size check. MiniLMModel compares every shape it
-    // loads with the one it expects, so no such tensor reaches the encoder today.
-    if (overflow && !fuzz::strict()) continue;
+    // K3 (fixed): a shape product that wrapped ([2^32, 2^32] U8 over 0 bytes) passed the reader.
     FUZZ_CHECK(!overflow && count == t->bytes, "shape x dtype size does not match the tensor's bytes", input);
   }
   return 0;

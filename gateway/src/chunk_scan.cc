@@ -19,6 +19,9 @@ class ChunkScanner {
  private:
   bool top_member(const JsonString& key, ChunkFacts& f) {
     if (JsonScanner::key_is(key, "usage")) {
+      // A repeated key: the last one wins, as in boost::json (the fuzzer's K2).
+      f.prompt_tokens.reset();
+      f.completion_tokens.reset();
       if (s_.peek() != '{') {
         f.usage_is_object = false;
         return s_.skip(1);

@@ -13,6 +13,8 @@
 namespace tidegate::replay {
 namespace {
 
+constexpr double kMaxTimestampS = 1e15;
+
 // A prompt beyond this is not a real request; it is a corrupt row (largest context windows
 // today are ~10M tokens).
 constexpr std::int64_t kMaxTokens = 10'000'000;
@@ -79,7 +81,9 @@ class Collector {
   }
 
   void add(std::size_t line, Row row) {
-    if (!std::isfinite(row.t)) return bad(line, "timestamp is not finite");
+    // Bounded, not only finite: the arrival is (t - t0) / load_factor, and two timestamps near
+    // +-1.7e308 made that infinite (the fuzzer's K4). 1e15 s is some thirty million years.
+    if (!std::isfinite(row.t) || std::fabs(row.t) > kMaxTimestampS) return bad(line, "timestamp is not finite or out of range");
     if (row.prompt < 0 || row.output < 0) return bad(line, "token counts must not be negative");
     if (row.prompt > kMaxTokens || row.output > kMaxTokens)
       return bad(line, "token count above " + std::to_string(kMaxTokens) + " (corrupt row?)");

@@ -72,6 +72,9 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
         std::size_t count = 1;
         for (const auto& d : obj->at("shape").as_array()) {
           t.shape.push_back(static_cast<std::size_t>(d.to_number<std::uint64_t>()));
+          // A product that wraps would pass the size check below (the fuzzer's K3).
+          if (t.shape.back() != 0 && count > data_size / t.shape.back())
+            fail("tensor '" + std::string(key) + "' shape is larger than the file");
           count *= t.shape.back();
         }
         const auto& offsets = obj->at("data_offsets").as_array();
