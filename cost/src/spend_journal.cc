@@ -135,13 +135,6 @@ bool SpendJournal::append(std::string_view json) {
   return true;
 }
 
-bool SpendJournal::sync() {
-  if (fd_ < 0 || !dirty_) return true;
-  dirty_ = false;
-  const bool dir_ok = !std::exchange(dir_dirty_, false) || fsync_dir(dir_);
-  return ::fdatasync(fd_) == 0 && dir_ok;
-}
-
 bool SpendJournal::fsync_dir(const std::string& dir) {
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return false;

@@ -38,7 +38,6 @@ class SpendJournal final {
   // One record. False when the disk refused it (the partial line is cut off again, so the
   // records after it stay readable); the caller counts it.
   bool append(std::string_view json);
-  bool sync();  // fdatasync when something was appended since the last one
   // For syncing outside the caller's lock: a dup of the file when something was appended
   // since the last sync (fdatasync and close it), else -1; *dir_too: a new generation was
   // opened since, so fsync_dir(dir()) as well.

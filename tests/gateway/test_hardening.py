@@ -5,13 +5,13 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 
 import httpx
 
 from harness import FakeUpstream, Gateway, chat, model_yaml, wait_until
+from test_faults import _raw
 
 KEYS = """api_keys:
   - {name: a, key: sk-hard-tenant-a, tenant: a}
@@ -131,18 +131,6 @@ def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
         up.close()
 
 
-def _raw_request(port, head):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(head)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            got = s.recv(65536)
-            if not got:
-                break
-            data += got
-        return data
-
-
 def test_client_request_ids_never_reach_the_log_unless_printable(env):
     up = FakeUpstream()
     gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
@@ -152,7 +140,7 @@ def test_client_request_ids_never_reach_the_log_unless_printable(env):
             head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     b"Connection: close\r\nX-Request-Id: " + rid + b"\r\nContent-Length: " + str(len(body)).encode() +
                     b"\r\n\r\n" + body)
-            answer = _raw_request(gw.port, head)
+            answer = _raw(gw.port, head)
             assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
             assert rid not in answer
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers={"x-request-id": "trace-42:abc/1"}, timeout=10)
