@@ -44,7 +44,10 @@ void IntraOpPool::run(std::size_t parts, const std::function<void(std::size_t)>&
   auto task = std::make_shared<Task>();
   task->fn = &fn;
   task->parts = parts;
-  task_.store(task, std::memory_order_release);
+  {
+    std::lock_guard guard(task_mu_);
+    task_ = task;
+  }
   epoch_.fetch_add(1, std::memory_order_acq_rel);
   epoch_.notify_all();
   work(*task);
@@ -60,7 +63,12 @@ void IntraOpPool::helper_loop() {
     epoch_.wait(seen, std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
     seen = epoch_.load(std::memory_order_acquire);
-    if (auto task = task_.load(std::memory_order_acquire)) work(*task);
+    std::shared_ptr<Task> task;
+    {
+      std::lock_guard guard(task_mu_);
+      task = task_;
+    }
+    if (task) work(*task);
   }
 }
 

@@ -38,7 +38,11 @@ class IntraOpPool final {
 
   std::mutex owner_;                       // held by the one caller using the helpers
   std::atomic<std::uint64_t> epoch_{0};    // bumped per task; helpers wait on it
-  std::atomic<std::shared_ptr<Task>> task_;
+  // A plain mutex, not std::atomic<shared_ptr>: libstdc++ 12 implements that one with a lock bit
+  // inside the pointer which ThreadSanitizer cannot see, and the lock is taken once per layer
+  // product per helper, nothing next to the product itself.
+  std::mutex task_mu_;
+  std::shared_ptr<Task> task_;  // guarded by task_mu_
   std::atomic<bool> stop_{false};
   std::vector<std::thread> helpers_;
 };
