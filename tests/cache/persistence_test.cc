@@ -95,6 +95,58 @@ TEST(CachePersistence, LogReplayAndTornTail) {
   EXPECT_NE(loaded.problems[0].find("torn"), std::string::npos) << loaded.problems[0];
 }
 
+// The fuzzer's K8: a planted log at the top generation made the next snapshot's generation one
+// the reader refuses, so a restart after it lost every entry. Generations now stop at the top,
+// and what was written reads back, restart after restart.
+TEST(CachePersistence, TopGenerationStillRoundTripsAcrossRestarts) {
+  TempDir dir;
+  WordEmbedder e(64);
+  const auto top = std::uint64_t{1} << 62;
+  {
+    Persistence p(dir.path.string());
+    p.load(64);
+    for (int i = 1; i <= 3; ++i) ASSERT_TRUE(p.append_insert(entry(i, question(i), e)));
+  }
+  fs::rename(newest_log(dir.path), dir.path / ("log." + std::to_string(top)));
+  for (int restart = 0; restart < 3; ++restart) {
+    Persistence p(dir.path.string());
+    auto loaded = p.load(64);
+    ASSERT_EQ(loaded.entries.size(), std::size_t(3 + restart)) << restart;
+    EXPECT_TRUE(loaded.problems.empty()) << loaded.problems.front();
+    ASSERT_TRUE(p.snapshot([&] { return loaded.entries; }));
+    ASSERT_TRUE(p.append_insert(entry(10 + restart, question(10 + restart), e)));
+    ASSERT_TRUE(p.append_erase(10 + restart));  // erased again: replay must not resurrect it
+    ASSERT_TRUE(p.append_insert(entry(20 + restart, question(20 + restart), e)));
+  }
+  Persistence p(dir.path.string());
+  const auto loaded = p.load(64);
+  EXPECT_EQ(loaded.entries.size(), 6u);
+  for (const auto& x : loaded.entries) EXPECT_TRUE(x.id < 10 || x.id >= 20) << x.id;
+}
+
+// A snapshot beyond the top generation is one no writer of ours made: refused when read, not
+// accepted and then answered by a snapshot that the next restart refuses.
+TEST(CachePersistence, SnapshotBeyondTopGenerationIsReported) {
+  TempDir dir;
+  auto record = [](const std::string& payload) {
+    std::string out;
+    const std::uint32_t head[] = {0x31434754u, static_cast<std::uint32_t>(payload.size()), crc32(payload.data(), payload.size())};
+    out.append(reinterpret_cast<const char*>(head), sizeof head);
+    return out + payload;
+  };
+  std::string header(1, '\0');
+  const std::uint32_t version = 1, dim = 64;
+  const std::uint64_t gen = (std::uint64_t{1} << 62) + 1;
+  header.append(reinterpret_cast<const char*>(&version), 4).append(reinterpret_cast<const char*>(&gen), 8).append(reinterpret_cast<const char*>(&dim), 4);
+  std::string trailer(1, '\3');
+  trailer.append(8, '\0');
+  append_bytes(dir.path / "snapshot", record(header) + record(trailer));
+  Persistence p(dir.path.string());
+  const auto loaded = p.load(64);
+  ASSERT_EQ(loaded.problems.size(), 1u);
+  EXPECT_NE(loaded.problems[0].find("generation out of range"), std::string::npos) << loaded.problems[0];
+}
+
 TEST(CachePersistence, FlippedByteInLogIsDetected) {
   TempDir dir;
   WordEmbedder e(64);
