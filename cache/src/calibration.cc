@@ -1,0 +1,67 @@
+#include "tidegate/cache/calibration.h"
+
+#include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
+#include <cmath>
+
+namespace tidegate::cache {
+
+double clopper_pearson_upper(std::size_t errors, std::size_t n, double confidence) {
+  if (n == 0) return 1.0;
+  if (errors >= n) return 1.0;
+  using boost::math::binomial_distribution;
+  // find_upper_bound_on_p(trials, successes, alpha) is the one-sided exact (Clopper-Pearson)
+  // bound: the largest p under which seeing `errors` or fewer has probability >= alpha.
+  return binomial_distribution<>::find_upper_bound_on_p(static_cast<double>(n), static_cast<double>(errors),
+                                                         1.0 - confidence, binomial_distribution<>::clopper_pearson_exact_interval);
+}
+
+std::size_t min_rows_for(double max_false_hit_rate, double confidence) {
+  // Zero errors in n: upper bound 1 - (1 - confidence)^(1/n) <= rate  <=>  n >= ln(1-c)/ln(1-rate).
+  return static_cast<std::size_t>(std::ceil(std::log(1.0 - confidence) / std::log1p(-max_false_hit_rate)));
+}
+
+std::size_t first_test_rows(double max_false_hit_rate, double confidence) {
+  std::size_t n = min_rows_for(max_false_hit_rate, confidence);
+  while (clopper_pearson_upper(static_cast<std::size_t>(n * max_false_hit_rate / 2), n, confidence) > max_false_hit_rate) ++n;
+  return n;
+}
+
+Calibration calibrate_threshold(std::vector<CalibrationRow> rows, double max_false_hit_rate, double confidence) {
+  Calibration out;
+  out.rows = rows.size();
+  std::sort(rows.begin(), rows.end(), [](const CalibrationRow& a, const CalibrationRow& b) { return a.score > b.score; });
+  // errors_upto[i]: wrong rows among the i highest scores.
+  std::vector<std::size_t> errors_upto(rows.size() + 1, 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) errors_upto[i + 1] = errors_upto[i] + (rows[i].correct ? 0 : 1);
+  // A threshold is a score; accepting "score >= t" takes every row tied at t, so a step of k rows
+  // is widened to the end of its tie.
+  auto widen = [&](std::size_t k) {
+    while (k < rows.size() && k > 0 && rows[k].score == rows[k - 1].score) ++k;
+    return k;
+  };
+  const std::size_t first = first_test_rows(max_false_hit_rate, confidence);
+  if (rows.size() < first) {
+    out.why = "calibration set too small: " + std::to_string(rows.size()) + " rows, the first test needs " + std::to_string(first);
+    return out;
+  }
+  for (std::size_t k = widen(first);; k = widen(std::max(k + 1, static_cast<std::size_t>(std::ceil(k * 1.25))))) {
+    k = std::min(k, rows.size());
+    const double ub = clopper_pearson_upper(errors_upto[k], k, confidence);
+    if (ub > max_false_hit_rate) {
+      if (!out.ok)
+        out.why = "no threshold meets the bound: the top " + std::to_string(k) + " rows hold " +
+                  std::to_string(errors_upto[k]) + " false hits (upper bound " + std::to_string(ub) + ")";
+      break;
+    }
+    out.ok = true;
+    out.threshold = rows[k - 1].score;
+    out.accepted = k;
+    out.false_hits = errors_upto[k];
+    out.upper_bound = ub;
+    if (k == rows.size()) break;
+  }
+  return out;
+}
+
+}  // namespace tidegate::cache
