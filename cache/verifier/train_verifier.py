@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Trains the semantic cache's pair verifier (issue 19): a small cross-encoder that reads
+(new prompt, cached prompt) together and outputs the probability that the cached answer answers
+the new prompt.
+
+Training only: the gateway never runs Python. The weights are written as safetensors with the
+tensor names of the shipped MiniLM (all-MiniLM-L6-v2), so the C++ encoder runtime runs them:
+
+  * the first LAYERS transformer layers of MiniLM, fine-tuned;
+  * MiniLM's word and position embeddings, frozen, and NOT written: the runtime borrows them from
+    the MiniLM folder it already loads (they are 12 of the 22 MB), so the verifier stays small;
+  * the token-type embeddings and the embedding LayerNorm, fine-tuned (segment A = new prompt,
+    B = cached prompt);
+  * a head on the [CLS] vector: classifier.weight [1, 384], classifier.bias [1].
+
+Input, exactly as the C++ runtime builds it (cache/encoder/src/pair_verifier.cc):
+  [CLS] a [SEP] b [SEP], a and b WordPiece-tokenised without specials and cut longest-first
+  (drop the last token of the longer side; ties drop from b) to MAX_TOKENS in all;
+  token types 0 for [CLS] a [SEP], 1 for b [SEP].
+
+Data: ../shared/data/paraphrase/quora_train.csv only. Every pair with either question in a 5%
+hash bucket (about 10% of pairs; no held-out question is trained on) is held out and reported; quora_dev.csv
+is not read here (calibration reads it, in the C++ evaluator). Each pair is trained in both
+orders (the verifier should not care which side is cached).
+
+  python3 -m venv build/train-venv
+  build/train-venv/bin/pip install -r cache/verifier/requirements.txt
+  build/train-venv/bin/python cache/verifier/train_verifier.py --out cache/verifier/model
+
+Status (2026-12-02): smoke-run only (`--limit 320 --epochs 1`: 75 s on 2 cores, writes the three
+files); an earlier version of this design trained 2 epochs in about 31 minutes on 2 cores to a
+held-out AUC of 0.91. The C++ runtime that loads the output is not in the repository yet.
+"""
+import argparse
+import csv
+import hashlib
+import json
+import math
+import os
+import random
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+HIDDEN, HEADS, FFN = 384, 12, 1536
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class PairTokenizer:
+    def __init__(self, model_dir, max_tokens):
+        self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+        self.tok.no_truncation()
+        self.tok.no_padding()
+        self.cls = self.tok.token_to_id("[CLS]")
+        self.sep = self.tok.token_to_id("[SEP]")
+        self.max_tokens = max_tokens
+
+    def pieces(self, text):
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+    def pair(self, a, b):
+        a, b = list(a), list(b)
+        budget = self.max_tokens - 3
+        while len(a) + len(b) > budget:
+            if len(a) > len(b):
+                a.pop()
+            else:
+                b.pop()
+        ids = [self.cls] + a + [self.sep] + b + [self.sep]
+        types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        return ids, types
+
+
+class CrossEncoder(torch.nn.Module):
+    """BERT layers as MiniLM has them (post-LayerNorm, GELU), written out so the C++ port has
+    one obvious reference."""
+
+    def __init__(self, weights, layers):
+        super().__init__()
+        self.layers = layers
+        self.word = torch.nn.Parameter(weights["embeddings.word_embeddings.weight"], requires_grad=False)
+        self.pos = torch.nn.Parameter(weights["embeddings.position_embeddings.weight"], requires_grad=False)
+        self.p = torch.nn.ParameterDict()
+        for name, t in weights.items():
+            keep = name.startswith("embeddings.token_type") or name.startswith("embeddings.LayerNorm")
+            keep |= any(name.startswith(f"encoder.layer.{i}.") for i in range(layers))
+            if keep:
+                self.p[name.replace(".", "__")] = torch.nn.Parameter(t.clone())
+        self.p["classifier__weight"] = torch.nn.Parameter(torch.zeros(1, HIDDEN))
+        self.p["classifier__bias"] = torch.nn.Parameter(torch.zeros(1))
+
+    def w(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def lin(self, x, name):
+        return F.linear(x, self.w(name + ".weight"), self.w(name + ".bias"))
+
+    def ln(self, x, name):
+        return F.layer_norm(x, (HIDDEN,), self.w(name + ".weight"), self.w(name + ".bias"), eps=1e-12)
+
+    def forward(self, ids, types, mask):
+        n, t = ids.shape
+        x = self.word[ids] + self.pos[:t].unsqueeze(0) + self.w("embeddings.token_type_embeddings.weight")[types]
+        x = self.ln(x, "embeddings.LayerNorm")
+        bias = (1.0 - mask[:, None, None, :].float()) * -1e9
+        d = HIDDEN // HEADS
+        for i in range(self.layers):
+            pre = f"encoder.layer.{i}."
+            q = self.lin(x, pre + "attention.self.query").view(n, t, HEADS, d).transpose(1, 2)
+            k = self.lin(x, pre + "attention.self.key").view(n, t, HEADS, d).transpose(1, 2)
+            v = self.lin(x, pre + "attention.self.value").view(n, t, HEADS, d).transpose(1, 2)
+            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + bias, dim=-1)
+            ctx = (att @ v).transpose(1, 2).reshape(n, t, HIDDEN)
+            x = self.ln(x + self.lin(ctx, pre + "attention.output.dense"), pre + "attention.output.LayerNorm")
+            h = F.gelu(self.lin(x, pre + "intermediate.dense"))
+            x = self.ln(x + self.lin(h, pre + "output.dense"), pre + "output.LayerNorm")
+        return self.lin(x[:, 0], "classifier").squeeze(-1)
+
+    def exported(self):
+        out = {}
+        for key, t in self.p.items():
+            out[key.replace("__", ".")] = t.detach().to(torch.bfloat16).contiguous()
+        return out
+
+
+def read_pairs(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return [(r["question1"], r["question2"], int(r["is_duplicate"])) for r in csv.DictReader(f)]
+
+
+def held_out(q):
+    return int(hashlib.sha256(q.strip().lower().encode()).hexdigest()[:8], 16) % 20 == 0
+
+
+def batches(items, size, pt, shuffle, rng):
+    order = list(range(len(items)))
+    if shuffle:
+        rng.shuffle(order)
+    for s in range(0, len(order), size):
+        chunk = [items[i] for i in order[s:s + size]]
+        width = max(len(c[0]) for c in chunk)
+        ids = torch.zeros(len(chunk), width, dtype=torch.long)
+        types = torch.zeros_like(ids)
+        mask = torch.zeros_like(ids)
+        for j, (i_, t_, _) in enumerate(chunk):
+            ids[j, :len(i_)] = torch.tensor(i_)
+            types[j, :len(t_)] = torch.tensor(t_)
+            mask[j, :len(i_)] = 1
+        yield ids, types, mask, torch.tensor([c[2] for c in chunk], dtype=torch.float32)
+
+
+def auc(scores, labels):
+    order = np.argsort(scores)
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    pos = labels == 1
+    n1, n0 = pos.sum(), (~pos).sum()
+    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def evaluate(model, items, pt):
+    model.eval()
+    scores, labels = [], []
+    with torch.no_grad():
+        for ids, types, mask, y in batches(items, 256, pt, False, None):
+            scores.append(torch.sigmoid(model(ids, types, mask)).numpy())
+            labels.append(y.numpy())
+    s, l = np.concatenate(scores), np.concatenate(labels).astype(int)
+    return {"auc": round(auc(s, l), 4), "accuracy_at_0.5": round(float(((s > 0.5) == (l == 1)).mean()), 4),
+            "pairs": int(len(l))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--train", default="../shared/data/paraphrase/quora_train.csv")
+    ap.add_argument("--minilm", default="third_party/models/all-MiniLM-L6-v2")
+    ap.add_argument("--out", default="cache/verifier/model")
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--limit", type=int, default=0, help="train on the first N pairs only (smoke runs)")
+    args = ap.parse_args()
+
+    started = time.time()
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    pt = PairTokenizer(args.minilm, args.max_tokens)
+    pairs = read_pairs(args.train)
+    train, hold = [], []
+    for a, b, y in pairs:
+        ta, tb = pt.pieces(a), pt.pieces(b)
+        dest = hold if held_out(a) or held_out(b) else train
+        dest.append((*pt.pair(ta, tb), y))
+        if dest is train:
+            dest.append((*pt.pair(tb, ta), y))
+    if args.limit:
+        train = train[:args.limit]
+    weights = load_file(os.path.join(args.minilm, "model.safetensors"))
+    model = CrossEncoder(weights, args.layers).to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+    steps = args.epochs * math.ceil(len(train) / args.batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, s / max(1, steps // 20)) * max(0.0, (steps - s) / steps))
+    rng = random.Random(args.seed)
+    step = 0
+    for epoch in range(args.epochs):
+        model.train()
+        for ids, types, mask, y in batches(train, args.batch, pt, True, rng):
+            loss = F.binary_cross_entropy_with_logits(model(ids.to(device), types.to(device), mask.to(device)), y.to(device))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            if step % 200 == 0:
+                print(f"epoch {epoch} step {step}/{steps} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
+    model = model.cpu()
+    metrics = evaluate(model, hold, pt)
+    print("held out:", metrics, flush=True)
+
+    os.makedirs(args.out, exist_ok=True)
+    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out")}
+    save_file(model.exported(), os.path.join(args.out, "verifier.safetensors"),
+              metadata={"layers": str(args.layers), "max_tokens": str(args.max_tokens), "format": "tidegate-pair-verifier-1"})
+    manifest = {
+        "what": "Tidegate semantic-cache pair verifier: MiniLM cross-encoder, first layers fine-tuned",
+        "base": {"model": "sentence-transformers/all-MiniLM-L6-v2", "safetensors_sha256": sha256(os.path.join(args.minilm, "model.safetensors")),
+                 "borrowed_at_run_time": ["embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight"]},
+        "data": {"train": os.path.basename(args.train), "sha256": sha256(args.train),
+                 "held_out": "pairs with either question in a 5% sha256 bucket (about 10%; reported below; never trained on)"},
+        "hyper_parameters": hp, "metrics_held_out": metrics,
+        "train_seconds": round(time.time() - started), "device": device, "torch": torch.__version__,
+        "weights_sha256": sha256(os.path.join(args.out, "verifier.safetensors")),
+    }
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    # Fixtures for the C++ parity test: the bf16 weights as written, run in fp32 here.
+    exported = {k: v.float() for k, v in model.exported().items()}
+    check = CrossEncoder(weights, args.layers)
+    for k, v in exported.items():
+        check.p[k.replace(".", "__")].data.copy_(v)
+    fixtures = []
+    for a, b, _ in hold[:24]:
+        ids, types = a, b
+        with torch.no_grad():
+            prob = torch.sigmoid(check(torch.tensor([ids]), torch.tensor([types]), torch.ones(1, len(ids), dtype=torch.long))).item()
+        fixtures.append({"ids": ids, "types": types, "probability": round(prob, 6)})
+    with open(os.path.join(args.out, "fixtures.json"), "w") as f:
+        json.dump({"pairs": [{"a": p[0], "b": p[1]} for p in pairs if held_out(p[0]) or held_out(p[1])][:24], "encoded": fixtures}, f)
+    print(f"wrote {args.out} in {time.time() - started:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
