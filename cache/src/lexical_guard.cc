@@ -19,7 +19,18 @@ struct Tokens {
   std::vector<std::string> numbers;
   std::set<std::string> words;  // lowercased
   std::set<std::string> names;  // lowercased capitalised words, except the first word and "I"
+  bool negated = false;          // holds a negation: "not", "never", "can't", ...
 };
+
+// "Is coffee bad for you?" and "Is coffee not bad for you?" embed at 0.96 and ask the opposite.
+// A negation on one side only is a different question; the same on both (or none) says nothing.
+bool negation(const std::string& lower) {
+  static const std::unordered_set<std::string_view> words = {"not", "no", "never", "cannot", "nor", "neither",
+                                                             "none", "nothing", "nobody", "nowhere", "without"};
+  if (words.count(lower)) return true;
+  auto ends = [&](std::string_view tail) { return lower.size() > tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0; };
+  return ends("n't") || ends("n\u2019t");  // "don't", and "don’t" as phones type it
+}
 
 Tokens tokens(std::string_view s) {
   Tokens t;
@@ -44,6 +55,7 @@ Tokens tokens(std::string_view s) {
       std::string lower = w;
       for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       if (index > 0 && std::isupper(c) && w != "I") t.names.insert(lower);
+      t.negated = t.negated || negation(lower);
       t.words.insert(std::move(lower));
       i = j;
       ++index;
@@ -121,7 +133,7 @@ bool shared_words_in_same_order(std::string_view a, std::string_view b) {
 
 bool lexical_guard(std::string_view a, std::string_view b) {
   const auto ta = tokens(a), tb = tokens(b);
-  return ta.numbers == tb.numbers && names_covered(ta, tb) && names_covered(tb, ta) &&
+  return ta.numbers == tb.numbers && ta.negated == tb.negated && names_covered(ta, tb) && names_covered(tb, ta) &&
          shared_words_in_same_order(a, b);
 }
 

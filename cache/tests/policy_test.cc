@@ -238,6 +238,13 @@ TEST(CachePolicy, Completions) {
 
 TEST(CachePolicy, LexicalGuard) {
   EXPECT_TRUE(lexical_guard("How do I learn Python quickly?", "how can I learn python fast"));
+  // Negation on one side only asks the opposite; on both sides it says nothing.
+  EXPECT_FALSE(lexical_guard("Is coffee bad for you?", "Is coffee not bad for you?"));
+  EXPECT_FALSE(lexical_guard("Why do I sleep so much?", "Why can't I sleep?"));
+  EXPECT_FALSE(lexical_guard("Why do I sleep so much?", "Why can\u2019t I sleep?"));
+  EXPECT_FALSE(lexical_guard("Which foods have gluten?", "Which foods have no gluten?"));
+  EXPECT_TRUE(lexical_guard("Why can't I sleep at night?", "Why am I not able to sleep at night?"));
+  EXPECT_TRUE(lexical_guard("Don't you know how to cook rice?", "Do you not know how to cook rice?"));
   EXPECT_TRUE(lexical_guard("What is the capital of France?", "what's the capital of france"));
   EXPECT_FALSE(lexical_guard("What is a registration key for Visual Studio 2010 Express?",
                              "What is a registration key for Visual Studio 2008 Express?"));
