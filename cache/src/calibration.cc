@@ -7,8 +7,7 @@
 namespace tidegate::cache {
 
 double clopper_pearson_upper(std::size_t errors, std::size_t n, double confidence) {
-  if (n == 0) return 1.0;
-  if (errors >= n) return 1.0;
+  if (errors >= n) return 1.0;  // includes n == 0: nothing observed bounds nothing
   using boost::math::binomial_distribution;
   // find_upper_bound_on_p(trials, successes, alpha) is the one-sided exact (Clopper-Pearson)
   // bound: the largest p under which seeing `errors` or fewer has probability >= alpha.

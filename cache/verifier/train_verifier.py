@@ -143,7 +143,7 @@ def held_out(q):
     return int(hashlib.sha256(q.strip().lower().encode()).hexdigest()[:8], 16) % 20 == 0
 
 
-def batches(items, size, pt, shuffle, rng):
+def batches(items, size, shuffle, rng):
     order = list(range(len(items)))
     if shuffle:
         rng.shuffle(order)
@@ -169,11 +169,11 @@ def auc(scores, labels):
     return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def evaluate(model, items, pt):
+def evaluate(model, items):
     model.eval()
     scores, labels = [], []
     with torch.no_grad():
-        for ids, types, mask, y in batches(items, 256, pt, False, None):
+        for ids, types, mask, y in batches(items, 256, False, None):
             scores.append(torch.sigmoid(model(ids, types, mask)).numpy())
             labels.append(y.numpy())
     s, l = np.concatenate(scores), np.concatenate(labels).astype(int)
@@ -224,7 +224,7 @@ def main():
     step = 0
     for epoch in range(args.epochs):
         model.train()
-        for ids, types, mask, y in batches(train, args.batch, pt, True, rng):
+        for ids, types, mask, y in batches(train, args.batch, True, rng):
             loss = F.binary_cross_entropy_with_logits(model(ids.to(device), types.to(device), mask.to(device)), y.to(device))
             opt.zero_grad()
             loss.backward()
@@ -235,7 +235,7 @@ def main():
             if step % 200 == 0:
                 print(f"epoch {epoch} step {step}/{steps} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
     model = model.cpu()
-    metrics = evaluate(model, hold, pt)
+    metrics = evaluate(model, hold)
     print("held out:", metrics, flush=True)
 
     os.makedirs(args.out, exist_ok=True)
