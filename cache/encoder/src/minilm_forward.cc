@@ -80,13 +80,24 @@ std::vector<float> minilm_forward(const MiniLMWeights& w, const std::vector<std:
 std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
                                           const std::vector<std::vector<std::int32_t>>& ids,
                                           const std::function<void()>& checkpoint, IntraOpPool* pool) {
+  return bert_forward(w, packed, ids, nullptr, BertPooling::kMeanL2, checkpoint, pool);
+}
+
+std::vector<float> bert_forward(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
+                                const std::vector<std::vector<std::int32_t>>& ids,
+                                const std::vector<std::vector<std::int32_t>>* token_types, BertPooling pooling,
+                                const std::function<void()>& checkpoint, IntraOpPool* pool) {
   const MiniLMConfig& c = w.config;
+  if (token_types != nullptr && token_types->size() != ids.size())
+    throw std::invalid_argument("bert: one token-type row per sequence");
   const std::size_t H = c.hidden, I = c.intermediate, heads = c.heads, dh = H / heads;
   std::vector<std::size_t> offsets(ids.size() + 1, 0);
   std::size_t max_len = 0;
   for (std::size_t b = 0; b < ids.size(); ++b) {
     const std::size_t n = ids[b].size();
     if (n == 0 || n > c.max_position) throw std::invalid_argument("minilm: sequence length out of range");
+    if (token_types != nullptr && (*token_types)[b].size() != n)
+      throw std::invalid_argument("bert: token types and ids differ in length");
     offsets[b + 1] = offsets[b] + n;
     max_len = std::max(max_len, n);
   }
@@ -125,7 +136,10 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
       if (id < 0 || static_cast<std::size_t>(id) >= c.vocab_size) throw std::invalid_argument("minilm: token id out of range");
       const float* we = w.word_embeddings + static_cast<std::size_t>(id) * H;
       const float* pe = w.position_embeddings + p * H;
-      const float* te = w.token_type_embeddings;
+      const std::int32_t type = token_types != nullptr ? (*token_types)[b][p] : 0;
+      if (type < 0 || static_cast<std::size_t>(type) >= c.type_vocab_size)
+        throw std::invalid_argument("bert: token type out of range");
+      const float* te = w.token_type_embeddings + static_cast<std::size_t>(type) * H;
       float* row = x + (offsets[b] + p) * H;
       for (std::size_t i = 0; i < H; ++i) row[i] = we[i] + pe[i] + te[i];
     }
@@ -160,6 +174,11 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
     add_layer_norm(x, ctx, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
   }
 
+  if (pooling == BertPooling::kFirstToken) {
+    for (std::size_t b = 0; b < ids.size(); ++b)
+      std::copy(x + offsets[b] * H, x + offsets[b] * H + H, out.data() + b * H);
+    return out;
+  }
   // Mean pooling over every token of the sequence ([CLS] and [SEP] included, as the attention
   // mask does in sentence-transformers), then L2 normalisation.
   for (std::size_t b = 0; b < ids.size(); ++b) {

@@ -22,6 +22,18 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
                                           const std::vector<std::vector<std::int32_t>>& ids,
                                           const std::function<void()>& checkpoint, IntraOpPool* pool = nullptr);
 
+// What a forward pass returns for each sequence: the mean of its token vectors, L2-normalised
+// (sentence embeddings), or the first token's ([CLS]) final hidden state, as it is (the pair
+// verifier's classifier input).
+enum class BertPooling { kMeanL2, kFirstToken };
+
+// The forward pass behind both: `token_types` (null: type 0 everywhere) gives each token's
+// segment, as BERT's token-type embeddings read it; each row must have its sequence's length.
+std::vector<float> bert_forward(const MiniLMWeights& w, const std::vector<PackedMiniLMLayer>* packed,
+                                const std::vector<std::vector<std::int32_t>>& ids,
+                                const std::vector<std::vector<std::int32_t>>* token_types, BertPooling pooling,
+                                const std::function<void()>& checkpoint, IntraOpPool* pool = nullptr);
+
 // Scales v to unit length; an all-zero vector stays zero and the result is false.
 bool l2_normalize(float* v, std::size_t dim);
 

@@ -63,7 +63,12 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
     const unsigned char* data = base + 8 + header_len;
     const std::size_t data_size = size_ - 8 - header_len;
     for (const auto& [key, value] : header.as_object()) {
-      if (key == "__metadata__") continue;
+      if (key == "__metadata__") {
+        if (const auto* meta = value.if_object())
+          for (const auto& [mk, mv] : *meta)
+            if (mv.is_string()) metadata_.emplace(std::string(mk), std::string(mv.as_string()));
+        continue;
+      }
       const auto* obj = value.if_object();
       if (obj == nullptr) fail("entry '" + std::string(key) + "' is not an object");
       Tensor t;
@@ -101,6 +106,11 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
 
 SafeTensorsFile::~SafeTensorsFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
+}
+
+std::string SafeTensorsFile::metadata(const std::string& key) const {
+  auto it = metadata_.find(key);
+  return it == metadata_.end() ? std::string() : it->second;
 }
 
 const SafeTensorsFile::Tensor* SafeTensorsFile::find(const std::string& name) const {

@@ -26,6 +26,8 @@ class SafeTensorsFile final {
   SafeTensorsFile& operator=(const SafeTensorsFile&) = delete;
 
   const Tensor* find(const std::string& name) const;
+  // A string value of the header's __metadata__ object; "" when absent.
+  std::string metadata(const std::string& key) const;
   const std::string& path() const { return path_; }
 
  private:
@@ -33,6 +35,7 @@ class SafeTensorsFile final {
   void* map_ = nullptr;
   std::size_t size_ = 0;
   std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace tidegate::cache
