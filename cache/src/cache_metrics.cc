@@ -23,6 +23,10 @@ CacheMetrics::CacheMetrics(prometheus::Registry& r)
                                {0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99, 0.999})),
       embed_seconds(histogram(r, "tidegate_cache_embed_seconds", "Time to embed a lookup's text", kLatency)),
       search_seconds(histogram(r, "tidegate_cache_search_seconds", "Time to search the scope's index", kLatency)),
+      verify_seconds(histogram(r, "tidegate_cache_verify_seconds",
+                               "Time of the pair verifier's call on a lookup's candidates", kLatency)),
+      hit_probability(histogram(r, "tidegate_cache_hit_probability", "Pair verifier probability of served hits",
+                                {0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999})),
       entries(BuildGauge().Name("tidegate_cache_entries").Help("Entries in the cache").Register(r).Add({})),
       bytes(BuildGauge().Name("tidegate_cache_bytes").Help("Accounted bytes of cache entries").Register(r).Add({})),
       inserts(BuildCounter().Name("tidegate_cache_inserts_total").Help("Answers stored").Register(r).Add({})),
@@ -46,7 +50,11 @@ CacheMetrics::CacheMetrics(prometheus::Registry& r)
       persist_errors_(BuildCounter()
                           .Name("tidegate_cache_persist_errors_total")
                           .Help("Failed writes to the cache data directory")
-                          .Register(r)) {}
+                          .Register(r)),
+      tiers_(BuildCounter()
+                 .Name("tidegate_cache_tier_total")
+                 .Help("Decisions of a lookup's tiers (exact, candidates, guard, verifier, cosine), by outcome")
+                 .Register(r)) {}
 
 void CacheMetrics::lookup(CacheStatus status, const std::string& reason, const std::string& model) {
   const auto key = std::string(to_string(status)) + "|" + reason + "|" + model;
@@ -62,6 +70,10 @@ void CacheMetrics::lookup(CacheStatus status, const std::string& reason, const s
 }
 
 void CacheMetrics::evicted(std::string_view reason) { evictions_.Add({{"reason", std::string(reason)}}).Increment(); }
+
+void CacheMetrics::tier(std::string_view tier, std::string_view outcome) {
+  tiers_.Add({{"tier", std::string(tier)}, {"outcome", std::string(outcome)}}).Increment();
+}
 
 void CacheMetrics::persist_error(std::string_view op) {
   persist_errors_.Add({{"op", std::string(op)}}).Increment();

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <boost/math/distributions/binomial.hpp>
 #include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include "tidegate/cache/cache_config.h"
 
 namespace tidegate::cache {
 
@@ -61,6 +65,34 @@ Calibration calibrate_threshold(std::vector<CalibrationRow> rows, double max_fal
     if (k == rows.size()) break;
   }
   return out;
+}
+
+std::vector<CalibrationRow> read_calibration_rows(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("calibration file " + path + " cannot be read");
+  std::vector<CalibrationRow> rows;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#' || line.rfind("score", 0) == 0) continue;
+    const auto comma = line.find(',');
+    CalibrationRow r;
+    std::size_t used = 0;
+    bool ok = comma != std::string::npos;
+    if (ok) {
+      try {
+        r.score = std::stod(line.substr(0, comma), &used);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+      const auto label = line.substr(comma + 1);
+      ok = ok && used == comma && std::isfinite(r.score) && (label == "0" || label == "1");
+      r.correct = label == "1";
+    }
+    if (!ok) throw std::runtime_error("calibration file " + path + " line " + std::to_string(n) + ": expected score,0|1");
+    rows.push_back(r);
+  }
+  if (rows.empty()) throw std::runtime_error("calibration file " + path + " holds no rows");
+  return rows;
 }
 
 }  // namespace tidegate::cache

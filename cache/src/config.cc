@@ -48,6 +48,17 @@ void check_model_dir(const EmbedderConfig& e, const YAML::Node& node, const std:
   throw ConfigError(key, has_key ? yaml_line(node["model_dir"]) : yaml_line(node), why);
 }
 
+MiniLMPrecision parse_precision(const YAML::Node& node, const std::string& path) {
+  const auto precision = yaml_enum<MiniLMPrecision>(
+      node, "precision", path,
+      {{"auto", MiniLMPrecision::kAuto}, {"fp32", MiniLMPrecision::kFp32}, {"bf16", MiniLMPrecision::kBf16}});
+  // Checked here, not at first use: a config that cannot run on this host should not load.
+  if (precision == MiniLMPrecision::kBf16 && !minilm_bf16_supported())
+    throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]),
+                      "bf16 needs a CPU with AVX512-BF16, which this one lacks; use auto or fp32");
+  return precision;
+}
+
 EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
   EmbedderConfig e;
   if (!node) return e;
@@ -62,13 +73,7 @@ EmbedderConfig parse_embedder(const YAML::Node& node, const std::string& path) {
     e.type = yaml_string(node, "type", path, e.type);
     using Device = EmbedderConfig::Device;
     e.device = yaml_enum<Device>(node, "device", path, {{"auto", Device::kAuto}, {"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
-    e.precision = yaml_enum<MiniLMPrecision>(node, "precision", path,
-                            {{"auto", MiniLMPrecision::kAuto}, {"fp32", MiniLMPrecision::kFp32},
-                             {"bf16", MiniLMPrecision::kBf16}});
-    // Checked here, not at first use: a config that cannot run on this host should not load.
-    if (e.precision == MiniLMPrecision::kBf16 && !minilm_bf16_supported())
-      throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]),
-                        "bf16 needs a CPU with AVX512-BF16, which this one lacks; use auto or fp32");
+    e.precision = parse_precision(node, path);
     e.model_dir = yaml_string(node, "model_dir", path, e.model_dir);
     e.url = yaml_string(node, "url", path, e.url);
     e.model = yaml_string(node, "model", path, e.model);
@@ -130,6 +135,57 @@ double parse_threshold(const YAML::Node& node, const std::string& path, double f
   return yaml_double(node, "threshold", path, fallback, 0.0, 1.0);
 }
 
+double parse_false_hit_rate(const YAML::Node& node, const std::string& path) {
+  const double rate = yaml_double(node, "max_false_hit_rate", path, 0.05, 0.0, 0.5);
+  if (rate <= 0) throw ConfigError(path_join(path, "max_false_hit_rate"), yaml_line(node["max_false_hit_rate"]), "must be > 0");
+  return rate;
+}
+
+// Unset: the default folder in the working directory if it holds a calibration, else the one in
+// the source tree this binary was built from (as model_dir's default).
+std::string default_verifier_dir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto here = (fs::current_path(ec) / kDefaultVerifierDir).lexically_normal();
+  if (fs::is_regular_file(here / kCalibrationFile, ec)) return here.string();
+#ifdef TIDEGATE_SOURCE_ROOT
+  const auto tree = (fs::path(TIDEGATE_SOURCE_ROOT) / kDefaultVerifierDir).lexically_normal();
+  if (fs::is_regular_file(tree / kCalibrationFile, ec)) return tree.string();
+#endif
+  return here.string();
+}
+
+VerifierConfig parse_verifier(const YAML::Node& node, const std::string& path, const std::string& base_dir) {
+  VerifierConfig v;
+  if (node) {
+    if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
+    yaml_reject_unknown(node, path,
+                        {"dir", "precision", "timeout", "intra_op_threads", "candidates", "floor", "confidence"});
+    v.dir = resolve_model_dir(yaml_string(node, "dir", path, std::string()), base_dir);
+    v.precision = parse_precision(node, path);
+    v.timeout_s = yaml_seconds(node, "timeout", path, v.timeout_s);
+    if (v.timeout_s <= 0) throw ConfigError(path_join(path, "timeout"), yaml_line(node["timeout"]), "must be > 0");
+    v.intra_op_threads = static_cast<int>(yaml_int(node, "intra_op_threads", path, v.intra_op_threads, 1, 64));
+    v.candidates = static_cast<std::size_t>(yaml_int(node, "candidates", path, static_cast<std::int64_t>(v.candidates), 1, 32));
+    v.floor = yaml_double(node, "floor", path, v.floor, -1.0, 1.0);
+    v.confidence = yaml_double(node, "confidence", path, v.confidence, 0.5, 0.999);
+  }
+  if (v.dir.empty()) v.dir = default_verifier_dir();
+  return v;
+}
+
+// The threshold on the verifier's probability for `rate`, from the shipped calibration scores;
+// a rate the calibration cannot support refuses the config (the key and line are named).
+Calibration calibrate_for(const std::vector<CalibrationRow>& rows, double rate, const VerifierConfig& v,
+                          const YAML::Node& node, const std::string& path) {
+  auto c = calibrate_threshold(rows, rate, v.confidence);
+  if (!c.ok)
+    throw ConfigError(path_join(path, "max_false_hit_rate"), yaml_line(node["max_false_hit_rate"]),
+                      "cannot be met with confidence " + std::to_string(v.confidence) + " on the calibration set " +
+                          (std::filesystem::path(v.dir) / kCalibrationFile).string() + ": " + c.why);
+  return c;
+}
+
 }  // namespace
 
 std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, const std::string& path,
@@ -150,7 +206,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
                       {"enabled", "embedder", "index", "threshold", "context", "models", "ttl", "max_ttl",
                        "max_entries", "max_bytes", "max_temperature", "cache_tool_calls", "lexical_guard", "max_prompt_bytes",
                        "data_dir", "snapshot_interval", "snapshot_log_bytes", "lookup_timeout", "workers",
-                       "max_queue"});
+                       "max_queue", "max_false_hit_rate", "verifier", "exact_tier"});
   c->enabled = yaml_bool(node, "enabled", path, true);
   const auto enode = node["embedder"];
   const auto epath = path_join(path, "embedder");
@@ -159,6 +215,9 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
   c->embedder.model_dir = resolve_model_dir(raw_model_dir, base_dir);
   c->index = parse_index(node["index"], path_join(path, "index"));
   c->threshold = parse_threshold(node, path, c->threshold);
+  if (node["max_false_hit_rate"]) c->max_false_hit_rate = parse_false_hit_rate(node, path);
+  c->verifier = parse_verifier(node["verifier"], path_join(path, "verifier"), base_dir);
+  c->exact_tier = yaml_bool(node, "exact_tier", path, c->exact_tier);
   if (node["context"]) c->context = parse_context(node["context"], path_join(path, "context"));
   c->ttl_s = yaml_seconds(node, "ttl", path, c->ttl_s);
   c->max_ttl_s = yaml_seconds(node, "max_ttl", path, std::max(c->max_ttl_s, c->ttl_s));
@@ -190,10 +249,16 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
       const auto p = mpath + "." + name;
       const auto& m = kv.second;
       if (!m.IsMap()) throw ConfigError(p, yaml_line(m), "expected a mapping");
-      yaml_reject_unknown(m, p, {"enabled", "threshold", "shared", "ttl", "context"});
+      yaml_reject_unknown(m, p, {"enabled", "threshold", "shared", "ttl", "context", "max_false_hit_rate"});
       ModelCacheConfig mc;
       if (m["enabled"]) mc.enabled = yaml_bool(m, "enabled", p);
       if (m["threshold"]) mc.threshold = parse_threshold(m, p, 0);
+      if (m["max_false_hit_rate"]) {
+        if (m["threshold"])
+          throw ConfigError(path_join(p, "max_false_hit_rate"), yaml_line(m["max_false_hit_rate"]),
+                            "set threshold (cosine) or max_false_hit_rate (verifier), not both");
+        mc.max_false_hit_rate = parse_false_hit_rate(m, p);
+      }
       mc.shared = yaml_bool(m, "shared", p, false);
       if (m["ttl"]) {
         mc.ttl_s = yaml_seconds(m, "ttl", p);
@@ -201,6 +266,25 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
       }
       if (m["context"]) mc.context = parse_context(m["context"], path_join(p, "context"));
       c->models.emplace(name, mc);
+    }
+  }
+  // The calibrated thresholds, once every key has been read. The scores are small and shipped
+  // beside the weights, so a rate that cannot be met refuses the config at load.
+  if (c->verifier_needed()) {
+    const auto file = (std::filesystem::path(c->verifier.dir) / kCalibrationFile).string();
+    std::vector<CalibrationRow> rows;
+    const auto vnode = node["verifier"];
+    try {
+      rows = read_calibration_rows(file);
+    } catch (const std::exception& e) {
+      throw ConfigError(path_join(path, vnode && vnode["dir"] ? "verifier.dir" : "max_false_hit_rate"),
+                        yaml_line(vnode && vnode["dir"] ? vnode["dir"] : node), e.what());
+    }
+    if (c->max_false_hit_rate) c->calibration = calibrate_for(rows, *c->max_false_hit_rate, c->verifier, node, path);
+    for (auto& [name, mc] : c->models) {
+      if (!mc.max_false_hit_rate) continue;
+      const auto mnode = node["models"][name];
+      mc.calibration = calibrate_for(rows, *mc.max_false_hit_rate, c->verifier, mnode, path_join(path, "models") + "." + name);
     }
   }
   // Last, so a typo elsewhere is reported first; a disabled cache loads no model.
@@ -211,6 +295,20 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
 double CacheConfig::threshold_for(const std::string& model) const {
   const auto it = models.find(model);
   return it != models.end() && it->second.threshold ? *it->second.threshold : threshold;
+}
+const Calibration* CacheConfig::calibration_for(const std::string& model) const {
+  const auto it = models.find(model);
+  if (it != models.end()) {
+    if (it->second.calibration) return &*it->second.calibration;
+    if (it->second.threshold) return nullptr;  // this pool asked for cosine
+  }
+  return calibration ? &*calibration : nullptr;
+}
+bool CacheConfig::verifier_needed() const {
+  if (max_false_hit_rate) return true;
+  for (const auto& [name, m] : models)
+    if (m.max_false_hit_rate) return true;
+  return false;
 }
 bool CacheConfig::shared_for(const std::string& model) const {
   const auto it = models.find(model);

@@ -8,8 +8,25 @@ namespace tidegate::cache {
 namespace {
 
 std::string text_key(const std::string& text) { return sha256_hex(text); }
+std::string normal_key(const std::string& text) { return sha256_hex(normalize_prompt(text)); }
 
 }  // namespace
+
+std::string normalize_prompt(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool space = false;
+  for (const char ch : text) {
+    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(ch);
+  }
+  return out;
+}
 
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -58,6 +75,7 @@ void EntryStore::insert(Entry entry, const EvictFn& on_evict) {
   const auto vid = static_cast<std::int64_t>(id);
   sc.active().add(1, entry.vector.data(), &vid);
   sc.by_text[tk] = id;
+  sc.by_normal[normal_key(entry.text)] = id;  // the newest entry with this normalised text
   bytes_ += entry.bytes();
   std::list<std::uint64_t>::iterator pos;
   {
@@ -115,6 +133,8 @@ bool EntryStore::erase_locked(std::uint64_t id, EvictReason reason, const EvictF
   if (sit != scopes_.end()) {
     sit->second.active().remove(static_cast<std::int64_t>(id));
     sit->second.by_text.erase(text_key(e.text));
+    if (const auto nit = sit->second.by_normal.find(normal_key(e.text)); nit != sit->second.by_normal.end() && nit->second == id)
+      sit->second.by_normal.erase(nit);
     if (sit->second.by_text.empty()) scopes_.erase(sit);
   }
   bytes_ -= e.bytes();
@@ -145,6 +165,42 @@ std::optional<Match> EntryStore::best(const std::string& scope_key, const float*
     return Match{e, h.score};
   }
   return std::nullopt;
+}
+
+std::vector<Match> EntryStore::candidates(const std::string& scope_key, const float* query, std::size_t k, float floor,
+                                          std::int64_t now_ms) const {
+  std::vector<Match> out;
+  std::shared_lock lock(mu_);
+  const auto sit = scopes_.find(scope_key);
+  if (sit == scopes_.end() || k == 0) return out;
+  // A few more than k, so that expired entries do not take the places of live ones.
+  const auto hits = sit->second.active().search(1, query, k + 4);
+  for (const auto& h : hits) {
+    if (h.id < 0 || h.score < floor || out.size() == k) break;
+    const auto it = entries_.find(static_cast<std::uint64_t>(h.id));
+    if (it == entries_.end()) continue;
+    const auto& e = it->second.entry;
+    if (e.scope_key != scope_key || e.expired(now_ms)) continue;
+    std::lock_guard l(lru_mu_);  // last_hit_ms is written under it
+    out.push_back(Match{e, h.score});
+  }
+  return out;
+}
+
+std::optional<Match> EntryStore::exact(const std::string& scope_key, const std::string& text, std::int64_t now_ms) const {
+  const auto normal = normalize_prompt(text);
+  const auto key = sha256_hex(normal);
+  std::shared_lock lock(mu_);
+  const auto sit = scopes_.find(scope_key);
+  if (sit == scopes_.end()) return std::nullopt;
+  const auto nit = sit->second.by_normal.find(key);
+  if (nit == sit->second.by_normal.end()) return std::nullopt;
+  const auto it = entries_.find(nit->second);
+  if (it == entries_.end()) return std::nullopt;
+  const auto& e = it->second.entry;
+  if (e.scope_key != scope_key || e.expired(now_ms) || normalize_prompt(e.text) != normal) return std::nullopt;
+  std::lock_guard l(lru_mu_);
+  return Match{e, 1.0f};
 }
 
 void EntryStore::touch(std::uint64_t id, std::int64_t now_ms) {

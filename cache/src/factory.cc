@@ -138,9 +138,16 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry,
                                                    std::shared_ptr<Embedder> embedder) {
+  return make_semantic_cache(std::move(config), registry, std::move(embedder), nullptr);
+}
+
+std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
+                                                   prometheus::Registry& registry,
+                                                   std::shared_ptr<Embedder> embedder,
+                                                   std::shared_ptr<const PairScorer> verifier) {
   if (!config || !config->enabled) return nullptr;
   if (!embedder) throw std::invalid_argument("make_semantic_cache: no embedder");
-  return std::make_unique<SemanticCacheImpl>(std::move(config), registry, std::move(embedder));
+  return std::make_unique<SemanticCacheImpl>(std::move(config), registry, std::move(embedder), std::move(verifier));
 }
 
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,

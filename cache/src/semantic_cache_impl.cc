@@ -1,5 +1,8 @@
 #include "semantic_cache_impl.h"
 
+#include <filesystem>
+
+#include "model_dir.h"
 #include "tidegate/cache/embed_batcher.h"
 #include "tidegate/cache/policy.h"
 #include "tidegate/common/log.h"
@@ -18,6 +21,25 @@ LookupResult bypass_result(std::string reason) {
   r.status = CacheStatus::kBypass;
   r.reason = std::move(reason);
   return r;
+}
+
+// Loads the verifier the config asks for; on failure says why (logged once by the caller).
+std::shared_ptr<const PairScorer> load_verifier(const CacheConfig& config, std::string& problem) {
+  if (!config.verifier_needed()) return nullptr;
+  try {
+    const auto choice = choose_model_dir(config.embedder.type == "minilm" ? config.embedder.model_dir : "");
+    if (!choice.error.empty()) throw std::runtime_error("MiniLM folder for the verifier's embeddings: " + choice.error);
+    PairVerifierOptions o;
+    o.precision = config.verifier.precision;
+    o.intra_op_threads = config.verifier.intra_op_threads;
+    auto v = PairVerifier::load(config.verifier.dir, MiniLMModel::load(choice.dir), o);
+    log::info("cache.verifier", {{"weights", v->weights_path()}, {"layers", v->layers()},
+                                 {"precision", v->bf16() ? "bf16" : "fp32"}});
+    return std::shared_ptr<const PairScorer>(std::move(v));
+  } catch (const std::exception& e) {
+    problem = e.what();
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -46,6 +68,7 @@ std::optional<std::vector<float>> RecentVectors::get(const std::string& key) {
 struct SemanticCacheImpl::LookupState {
   std::function<void(LookupResult)> done;
   std::string model;  // the metric's label
+  Clock::time_point deadline;
   std::atomic<bool> fired{false};
   // Returns false when the answer was already given (by the worker or the deadline watch).
   bool fire(LookupResult r, CacheMetrics& metrics) {
@@ -57,9 +80,10 @@ struct SemanticCacheImpl::LookupState {
 };
 
 SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
-                                     std::shared_ptr<Embedder> embedder)
+                                     std::shared_ptr<Embedder> embedder, std::shared_ptr<const PairScorer> verifier)
     : config_(std::move(config)),
       embedder_(std::move(embedder)),
+      verifier_(std::move(verifier)),
       metrics_(registry),
       index_backend_(choose_index_backend(config_->index, embedder_->dim())),
       store_(embedder_->dim(), config_->index, config_->max_entries, config_->max_bytes, index_backend_.gpu),
@@ -69,6 +93,13 @@ SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, 
   bo.max_batch = static_cast<std::size_t>(config_->embedder.max_batch);
   bo.max_queue = config_->max_queue;
   batcher_ = std::make_unique<EmbedBatcher>(embedder_, bo);
+  if (!verifier_ && config_->verifier_needed()) {
+    verifier_ = load_verifier(*config_, verifier_problem_);
+    // Once, at start: the pools that asked for a false-hit bound fall back to cosine `threshold`.
+    if (!verifier_)
+      log::error("cache.verifier_unavailable", {{"error", verifier_problem_}, {"fallback", "cosine threshold"},
+                                                {"threshold", config_->threshold}});
+  }
   load();
   last_snapshot_ = Clock::now();
   maintenance_ = std::thread([this] { maintenance_loop(); });
@@ -130,6 +161,30 @@ void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline
   deadline = std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(config_->lookup_timeout_s)));
   // The batcher answers at the deadline too; this also covers time queued for the search.
+  state->deadline = deadline;
+  // Exact tier: the same normalised text in the same scope is a hit without embedding.
+  if (config_->exact_tier) {
+    const auto now_ms = now_unix_ms();
+    std::optional<Match> exact;
+    try {
+      exact = store_.exact(plan.scope_key, plan.text, now_ms);
+    } catch (const std::exception&) {
+      exact.reset();
+    }
+    if (exact && exact->entry.tenant == plan.tenant && exact->entry.model == plan.model) {
+      metrics_.tier("exact", "hit");
+      ++exact_hits_;
+      // `done` runs on a cache worker, as for every other lookup.
+      const bool queued = workers_.post(
+          [this, state, now_ms, m = std::move(*exact)](bool stopping) {
+            if (stopping) return fail(state, "shutdown");
+            finish(state, LookupResult{}, m, now_ms);
+          },
+          config_->max_queue);
+      if (!queued) fail(state, stopped_ ? "shutdown" : "overloaded");
+      return;
+    }
+  }
   watch_.at(deadline, [this, state] {
     if (state->fired.load()) return;
     ++timeouts_;
@@ -191,9 +246,21 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
   r.embed_s = embed_s;
   const auto t1 = Clock::now();
   const auto now_ms = now_unix_ms();
-  std::optional<Match> match;
+  const Calibration* calibration = verifier_ ? config_->calibration_for(plan.model) : nullptr;
+  std::optional<Match> match, best;
   try {
-    match = store_.best(plan.scope_key, v.data(), now_ms);
+    if (calibration) {
+      match = verified_match(plan, v.data(), now_ms, *calibration, state->deadline, r);
+    } else {
+      best = store_.best(plan.scope_key, v.data(), now_ms);
+      r.search_s = seconds_since(t1);
+      const bool hit = best && best->similarity >= config_->threshold_for(plan.model) &&
+                       best->entry.tenant == plan.tenant && best->entry.model == plan.model &&
+                       (!config_->lexical_guard || lexical_guard(plan.text, best->entry.text));
+      if (hit) match = best;
+      if (best) r.similarity = best->similarity;  // the best below threshold too, for logs
+      if (config_->verifier_needed()) metrics_.tier("cosine", hit ? "hit" : "miss");
+    }
   } catch (const std::exception& e) {  // a CUDA error on a GPU index: fail open
     if (state->fire(bypass_result("search-error"), metrics_)) {
       ++bypasses_;
@@ -201,13 +268,69 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
     }
     return;
   }
-  r.search_s = seconds_since(t1);
   recent_.put(vector_key(plan), std::move(v));
+  metrics_.embed_seconds.Observe(embed_s);
+  metrics_.search_seconds.Observe(r.search_s);
+  finish(state, std::move(r), match, now_ms);
+}
 
-  const bool hit = match && match->similarity >= config_->threshold_for(plan.model) &&
-                   match->entry.tenant == plan.tenant && match->entry.model == plan.model &&
-                   (!config_->lexical_guard || lexical_guard(plan.text, match->entry.text));
-  if (hit) {
+std::optional<Match> SemanticCacheImpl::verified_match(const CachePlan& plan, const float* v, std::int64_t now_ms,
+                                                       const Calibration& calibration, Clock::time_point deadline,
+                                                       LookupResult& r) {
+  const auto& vc = config_->verifier;
+  const auto t1 = Clock::now();
+  auto found = store_.candidates(plan.scope_key, v, vc.candidates, static_cast<float>(vc.floor), now_ms);
+  r.search_s = seconds_since(t1);
+  if (!found.empty()) r.similarity = found.front().similarity;
+  std::vector<Match> kept;
+  for (auto& m : found)
+    if (m.entry.tenant == plan.tenant && m.entry.model == plan.model &&
+        (!config_->lexical_guard || lexical_guard(plan.text, m.entry.text)))
+      kept.push_back(std::move(m));
+  if (found.empty()) {
+    metrics_.tier("candidates", "none");
+    return std::nullopt;
+  }
+  if (kept.empty()) {
+    metrics_.tier("guard", "rejected");
+    return std::nullopt;
+  }
+  std::vector<std::string> texts;
+  for (const auto& m : kept) texts.push_back(m.entry.text);
+  const auto t2 = Clock::now();
+  const auto budget = t2 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(vc.timeout_s));
+  const auto verify_deadline = std::min(deadline, budget);
+  std::vector<float> p;
+  try {
+    p = verifier_->verify(plan.text, texts, verify_deadline);
+    if (p.size() != texts.size()) throw std::runtime_error("verifier returned " + std::to_string(p.size()) + " scores");
+  } catch (const std::exception& e) {
+    // Fail open: a verifier that errs or runs out of time is a miss, never a hit.
+    const bool late = Clock::now() >= verify_deadline;
+    metrics_.tier("verifier", late ? "timeout" : "error");
+    if (verifier_failures_.fetch_add(1) == 0 || !late) log::warn("cache.verifier_failed", {{"error", e.what()}});
+    return std::nullopt;
+  }
+  metrics_.verify_seconds.Observe(seconds_since(t2));
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < p.size(); ++i)
+    if (p[i] > p[best]) best = i;
+  r.probability = p[best];
+  if (!(p[best] >= calibration.threshold)) {
+    metrics_.tier("verifier", "rejected");
+    ++verifier_rejects_;
+    return std::nullopt;
+  }
+  metrics_.tier("verifier", "hit");
+  metrics_.hit_probability.Observe(p[best]);
+  ++verified_hits_;
+  r.similarity = kept[best].similarity;
+  return std::move(kept[best]);
+}
+
+void SemanticCacheImpl::finish(const std::shared_ptr<LookupState>& state, LookupResult r,
+                               const std::optional<Match>& match, std::int64_t now_ms) {
+  if (match) {
     r.status = CacheStatus::kHit;
     r.answer = match->entry.answer;
     r.entry_id = match->entry.id;
@@ -215,15 +338,11 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
     r.age_s = static_cast<double>(now_ms - match->entry.created_ms) / 1000.0;
   } else {
     r.status = CacheStatus::kMiss;
-    if (match) r.similarity = match->similarity;  // best below threshold, for logs
   }
   // Claim the answer before counting, so a lookup the deadline already answered is not
   // counted twice, and counters are final by the time `done` runs.
   if (state->fired.exchange(true)) return;
-  const auto search_s = r.search_s;
-  metrics_.embed_seconds.Observe(embed_s);
-  metrics_.search_seconds.Observe(search_s);
-  if (hit) {
+  if (match) {
     store_.touch(match->entry.id, now_ms);
     ++hits_;
     metrics_.lookup(CacheStatus::kHit, "", state->model);
@@ -321,6 +440,32 @@ boost::json::object SemanticCacheImpl::stats() const {
   if (!index_backend_.fallback_reason.empty()) s["index_fallback_reason"] = index_backend_.fallback_reason;
   s["gpu_scopes"] = store_.gpu_scopes();
   s["threshold"] = config_->threshold;
+  boost::json::object tiers;
+  tiers["exact_tier"] = config_->exact_tier;
+  tiers["exact_hits"] = exact_hits_.load();
+  if (config_->verifier_needed()) {
+    tiers["verifier"] = verifier_ ? verifier_->name() : "unavailable";
+    if (!verifier_problem_.empty()) tiers["verifier_problem"] = verifier_problem_;
+    tiers["verifier_dir"] = config_->verifier.dir;
+    tiers["candidates"] = config_->verifier.candidates;
+    tiers["floor"] = config_->verifier.floor;
+    tiers["verified_hits"] = verified_hits_.load();
+    tiers["verifier_rejects"] = verifier_rejects_.load();
+    tiers["verifier_failures"] = verifier_failures_.load();
+    if (config_->max_false_hit_rate && config_->calibration) {
+      tiers["max_false_hit_rate"] = *config_->max_false_hit_rate;
+      tiers["probability_threshold"] = config_->calibration->threshold;
+      tiers["calibration_upper_bound"] = config_->calibration->upper_bound;
+    }
+    boost::json::object pools;
+    for (const auto& [name, m] : config_->models)
+      if (m.calibration)
+        pools[name] = boost::json::object{{"max_false_hit_rate", *m.max_false_hit_rate},
+                                          {"probability_threshold", m.calibration->threshold},
+                                          {"calibration_upper_bound", m.calibration->upper_bound}};
+    if (!pools.empty()) tiers["models"] = std::move(pools);
+  }
+  s["tiers"] = std::move(tiers);
   s["queued"] = workers_.queued();
   boost::json::object p;
   p["data_dir"] = config_->data_dir;

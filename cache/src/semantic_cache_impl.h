@@ -13,6 +13,7 @@
 #include "tidegate/cache/embed_batcher.h"
 #include "tidegate/cache/embedder.h"
 #include "tidegate/cache/entry_store.h"
+#include "tidegate/cache/pair_verifier.h"
 #include "tidegate/cache/persistence.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "worker_pool.h"
@@ -43,8 +44,10 @@ IndexBackend choose_index_backend(const IndexConfig& config, std::size_t dim);
 
 class SemanticCacheImpl final : public SemanticCache {
  public:
+  // `verifier`: null loads the pair verifier from config->verifier when a pool needs it; a
+  // verifier that cannot be loaded is logged once and those pools decide on cosine.
   SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
-                    std::shared_ptr<Embedder> embedder);
+                    std::shared_ptr<Embedder> embedder, std::shared_ptr<const PairScorer> verifier = nullptr);
   ~SemanticCacheImpl() override;
 
   CachePlan plan(const RequestView& request) const override;
@@ -65,6 +68,14 @@ class SemanticCacheImpl final : public SemanticCache {
   void run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan, std::vector<float> v,
                   double embed_s);
   void run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector);
+  // The tiers behind the embedding (README "Tiers of a lookup"): candidates above the floor, the
+  // lexical guard, the verifier, its calibrated threshold. Returns the match to serve, if any.
+  std::optional<Match> verified_match(const CachePlan& plan, const float* v, std::int64_t now_ms,
+                                      const Calibration& calibration, std::chrono::steady_clock::time_point deadline,
+                                      LookupResult& r);
+  // Claims the answer, counts it and serves it (a hit when `match`).
+  void finish(const std::shared_ptr<LookupState>& state, LookupResult r, const std::optional<Match>& match,
+              std::int64_t now_ms);
   void fail(const std::shared_ptr<LookupState>& state, const char* reason);
   void embed_failed(const std::shared_ptr<LookupState>& state, std::exception_ptr error);
   void load();
@@ -75,6 +86,8 @@ class SemanticCacheImpl final : public SemanticCache {
 
   const std::shared_ptr<const CacheConfig> config_;
   const std::shared_ptr<Embedder> embedder_;
+  std::shared_ptr<const PairScorer> verifier_;  // null: every pool decides on cosine
+  std::string verifier_problem_;                // why the verifier is not used, when a pool wanted it
   mutable CacheMetrics metrics_;
   const IndexBackend index_backend_;
   EntryStore store_;
@@ -82,6 +95,7 @@ class SemanticCacheImpl final : public SemanticCache {
   RecentVectors recent_{2048};
   std::vector<std::string> load_problems_;
   std::atomic<std::uint64_t> hits_{0}, misses_{0}, timeouts_{0}, embed_errors_{0};
+  std::atomic<std::uint64_t> exact_hits_{0}, verified_hits_{0}, verifier_rejects_{0}, verifier_failures_{0};
   mutable std::atomic<std::uint64_t> bypasses_{0};
   std::uint64_t persist_errors_reported_ = 0;
   std::chrono::steady_clock::time_point last_snapshot_;

@@ -248,3 +248,101 @@ TEST(CacheConfig, RelativeModelDirIsReadFromTheConfigFilesFolder) {
   EXPECT_EQ(parse("cache:\n  embedder: {model_dir: only-here}\n")->embedder.model_dir,
             (fs::current_path() / "only-here").string());
 }
+
+namespace {
+
+// A verifier folder whose calibration.csv holds `correct` right rows scored high and `wrong`
+// wrong ones scored low, plus `mixed` wrong rows among the high scores.
+fs::path make_calibration(const std::string& name, int correct, int wrong, int mixed = 0) {
+  const auto dir = ScratchDir::root() / name;
+  fs::create_directories(dir);
+  std::ofstream f(dir / kCalibrationFile);
+  f << "# test\nscore,correct\n";
+  for (int i = 0; i < correct; ++i) f << 0.9 + 0.09 * i / correct << ",1\n";
+  for (int i = 0; i < mixed; ++i) f << 0.95 + 0.04 * i / std::max(mixed, 1) << ",0\n";
+  for (int i = 0; i < wrong; ++i) f << 0.1 + 0.5 * i / wrong << ",0\n";
+  return dir;
+}
+
+}  // namespace
+
+TEST(CacheConfig, VerifierTiers) {
+  const auto dir = make_calibration("calib-ok", 2000, 2000);
+  auto c = parse("cache:\n  enabled: true\n  max_false_hit_rate: 0.03\n  exact_tier: false\n"
+                 "  verifier: {dir: " + dir.string() + ", candidates: 6, floor: 0.75, timeout: 20ms, "
+                 "precision: fp32, intra_op_threads: 2, confidence: 0.9}\n"
+                 "  models:\n    strict: {max_false_hit_rate: 0.01}\n    cos: {threshold: 0.95}\n");
+  EXPECT_FALSE(c->exact_tier);
+  EXPECT_EQ(c->verifier.candidates, 6u);
+  EXPECT_DOUBLE_EQ(c->verifier.floor, 0.75);
+  EXPECT_DOUBLE_EQ(c->verifier.timeout_s, 0.02);
+  EXPECT_EQ(c->verifier.intra_op_threads, 2);
+  EXPECT_EQ(c->verifier.precision, MiniLMPrecision::kFp32);
+  EXPECT_DOUBLE_EQ(c->verifier.confidence, 0.9);
+  ASSERT_TRUE(c->verifier_needed());
+  ASSERT_NE(c->calibration_for("any"), nullptr);
+  EXPECT_TRUE(c->calibration_for("any")->ok);
+  EXPECT_LE(c->calibration_for("any")->upper_bound, 0.03);
+  ASSERT_NE(c->calibration_for("strict"), nullptr);
+  EXPECT_LE(c->calibration_for("strict")->upper_bound, 0.01);
+  EXPECT_EQ(c->calibration_for("cos"), nullptr);  // this pool decides on cosine
+  // Defaults: no rate, no verifier; the exact tier on.
+  auto d = parse("cache:\n  enabled: true\n");
+  EXPECT_FALSE(d->verifier_needed());
+  EXPECT_TRUE(d->exact_tier);
+  EXPECT_EQ(d->calibration_for("any"), nullptr);
+  EXPECT_EQ(d->verifier.candidates, 4u);
+  EXPECT_DOUBLE_EQ(d->verifier.floor, 0.8);
+}
+
+TEST(CacheConfig, VerifierErrorsNameKeyAndLine) {
+  const auto dir = make_calibration("calib-errors", 2000, 2000).string();
+  struct Case {
+    std::string yaml;
+    const char* key;
+    int line;
+    const char* says;
+  } cases[] = {
+      {"cache:\n  max_false_hit_rate: 0\n", "cache.max_false_hit_rate", 2, "> 0"},
+      {"cache:\n  max_false_hit_rate: 0.7\n", "cache.max_false_hit_rate", 2, ""},
+      {"cache:\n  verifier:\n    candidates: 0\n", "cache.verifier.candidates", 3, ""},
+      {"cache:\n  verifier:\n    floor: 2\n", "cache.verifier.floor", 3, ""},
+      {"cache:\n  verifier:\n    timeout: 0s\n", "cache.verifier.timeout", 3, ""},
+      {"cache:\n  verifier:\n    layers: 2\n", "cache.verifier.layers", 3, ""},
+      {"cache:\n  exact_tier: maybe\n", "cache.exact_tier", 2, ""},
+      {"cache:\n  verifier: {dir: " + dir + "}\n  models:\n    m:\n      threshold: 0.9\n      max_false_hit_rate: 0.05\n",
+       "cache.models.m.max_false_hit_rate", 6, "not both"},
+      // No calibration file where the verifier folder is said to be: the file is named.
+      {"cache:\n  max_false_hit_rate: 0.05\n  verifier:\n    dir: /nonexistent/verifier\n", "cache.verifier.dir", 4,
+       "/nonexistent/verifier/calibration.csv"},
+      // A bound the calibration set cannot support refuses the config.
+      {"cache:\n  verifier: {dir: " + dir + "}\n  models:\n    m:\n      max_false_hit_rate: 0.0001\n",
+       "cache.models.m.max_false_hit_rate", 5, "calibration"},
+  };
+  for (const auto& c : cases) {
+    try {
+      parse(c.yaml);
+      ADD_FAILURE() << "no error for " << c.yaml;
+    } catch (const tidegate::ConfigError& e) {
+      EXPECT_EQ(e.key(), c.key) << c.yaml << " -> " << e.what();
+      EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+  }
+  // Too many wrong rows among the best scores: no threshold meets 1%.
+  const auto noisy = make_calibration("calib-noisy", 300, 300, 60).string();
+  const auto err = error_of("cache:\n  max_false_hit_rate: 0.01\n  verifier: {dir: " + noisy + "}\n");
+  EXPECT_NE(err.find("cannot be met"), std::string::npos) << err;
+}
+
+TEST(CacheConfig, CalibrationFileLinesAreChecked) {
+  const auto dir = ScratchDir::root() / "calib-bad";
+  fs::create_directories(dir);
+  std::ofstream(dir / kCalibrationFile) << "score,correct\n0.9,1\n0.8,yes\n";
+  try {
+    read_calibration_rows((dir / kCalibrationFile).string());
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+  }
+}

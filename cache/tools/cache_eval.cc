@@ -16,9 +16,12 @@
 
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/cache_factory.h"
+#include "tidegate/cache/calibration.h"
 #include "tidegate/cache/faiss_index.h"
+#include "tidegate/cache/pair_verifier.h"
 #include "tidegate/cache/policy.h"
 #include "csv.h"
+#include "tier_report.h"
 
 using namespace tidegate::cache;
 
@@ -49,12 +52,16 @@ std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts,
 int usage() {
   std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
                "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE] [--no-guard]\n"
-               "       [--split even|odd]\n"
+               "       [--split even|odd] [--verifier DIR] [--candidates K] [--floor X] [--write-calibration FILE]\n"
                "  --no-guard      similarity only, without the cache's lexical guard (numbers, names)\n"
                "  --vectors FILE  reuse the embeddings saved in FILE (computed and saved when absent)\n"
                "  --dump FILE     write per-pair similarity, own-match and label as CSV\n"
                "  --split P       score only pairs whose 0-based row index is even or odd (all question1s\n"
-               "                  stay in the index): tune on one half, report on the other\n";
+               "                  stay in the index): tune on one half, report on the other\n"
+               "  --verifier DIR  also report the tiers (cosine only, + guards, + pair verifier over the top\n"
+               "                  K candidates above the floor): thresholds chosen on the even rows,\n"
+               "                  figures reported on the odd rows (\"tiers\" in the output)\n"
+               "  --write-calibration FILE  the verifier's calibration scores (even rows) for calibration.csv\n";
   return 2;
 }
 
@@ -66,6 +73,9 @@ int main(int argc, char** argv) {
   std::size_t limit = 0;
   std::optional<bool> guard_flag;
   int split = -1;  // -1 all pairs, 0 even rows, 1 odd rows
+  std::string verifier_dir, calibration_out;
+  std::optional<std::size_t> candidates_flag;
+  std::optional<double> floor_flag;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -83,6 +93,10 @@ int main(int argc, char** argv) {
       else if (a == "--dump") dump_path = next();
       else if (a == "--no-guard") guard_flag = false;
       else if (a == "--guard") guard_flag = true;
+      else if (a == "--verifier") verifier_dir = next();
+      else if (a == "--candidates") candidates_flag = std::stoul(next());
+      else if (a == "--floor") floor_flag = std::stod(next());
+      else if (a == "--write-calibration") calibration_out = next();
       else if (a == "--split") {
         const auto v = next();
         if (v != "even" && v != "odd") return usage();
@@ -238,6 +252,24 @@ int main(int argc, char** argv) {
     out["sweep"] = std::move(sweep);
     out["lowest_threshold_precision_0_95"] = first_p95 ? boost::json::value(*first_p95) : nullptr;
     out["lowest_threshold_cache_precision_0_95"] = first_cp95 ? boost::json::value(*first_cp95) : nullptr;
+    if (!verifier_dir.empty()) {
+      TierInputs in;
+      in.q1 = &q1s;
+      in.q2 = &q2s;
+      in.v1 = &v1;
+      in.v2 = &v2;
+      in.dim = embedder->dim();
+      for (const auto& p : pairs) in.duplicate.push_back(p.dup);
+      in.candidates = candidates_flag.value_or(config->verifier.candidates);
+      in.floor = floor_flag.value_or(config->verifier.floor);
+      in.confidence = config->verifier.confidence;
+      const auto minilm = MiniLMModel::load(ecfg.type == "minilm" && !ecfg.model_dir.empty() ? ecfg.model_dir
+                                                                                            : resolve_minilm_dir());
+      PairVerifierOptions vo;
+      vo.precision = config->verifier.precision;
+      const auto verifier = PairVerifier::load(verifier_dir, minilm, vo);
+      out["tiers"] = tier_report(in, *verifier, calibration_out);
+    }
     std::cout << boost::json::serialize(out) << "\n";
     return 0;
   } catch (const std::exception& e) {

@@ -24,9 +24,10 @@ struct CacheHarness {
   prometheus::Registry registry;
   std::unique_ptr<SemanticCache> cache;
 
-  explicit CacheHarness(CacheConfig cfg) {
+  explicit CacheHarness(CacheConfig cfg, std::shared_ptr<const PairScorer> verifier = nullptr) {
     cfg.enabled = true;
-    cache = make_semantic_cache(std::make_shared<const CacheConfig>(std::move(cfg)), registry, embedder);
+    cache = make_semantic_cache(std::make_shared<const CacheConfig>(std::move(cfg)), registry, embedder,
+                                std::move(verifier));
   }
 
   CachePlan plan(const boost::json::object& body, const std::string& tenant = "t1", const std::string& model = "m") {

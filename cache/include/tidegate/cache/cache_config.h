@@ -6,7 +6,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "tidegate/cache/calibration.h"
 #include "tidegate/cache/minilm.h"
 
 namespace tidegate::cache {
@@ -64,10 +66,35 @@ struct ContextConfig {
   int turns = 1;
 };
 
+// The pair verifier and the lookup tiers in front of it (issue 19; README "Tiers of a lookup").
+// Used by the pools that state a max_false_hit_rate; the others decide on cosine `threshold`.
+struct VerifierConfig {
+  // Folder with verifier.safetensors and calibration.csv. Empty: kDefaultVerifierDir in the
+  // working directory, then in the source tree. Resolved by the parser.
+  std::string dir;
+  MiniLMPrecision precision = MiniLMPrecision::kAuto;
+  double timeout_s = 0.05;   // one lookup's verifier call; past it the lookup is a miss
+  int intra_op_threads = 1;  // threads one verifier call may use
+  std::size_t candidates = 4;  // top-k from the scope's index...
+  double floor = 0.8;          // ...with cosine at least this
+  double confidence = 0.95;    // of the one-sided bound on the false-hit rate
+};
+
+inline constexpr const char* kDefaultVerifierDir = "cache/verifier/model";
+inline constexpr const char* kCalibrationFile = "calibration.csv";
+
+// Reads `path` (lines "score,correct"; '#' comments and a header line allowed). Throws
+// std::runtime_error naming the file and line.
+std::vector<CalibrationRow> read_calibration_rows(const std::string& path);
+
 // Per model pool (keyed by the public model name).
 struct ModelCacheConfig {
   std::optional<bool> enabled;
   std::optional<double> threshold;
+  // The false-hit rate this pool accepts; set, its lookups go through the verifier and
+  // `calibration` holds the threshold on the verifier's probability.
+  std::optional<double> max_false_hit_rate;
+  std::optional<Calibration> calibration;
   bool shared = false;  // entries are shared across tenants
   std::optional<double> ttl_s;
   std::optional<ContextConfig> context;
@@ -82,6 +109,13 @@ struct CacheConfig {
   // (0.964, recall 0.030; halves 0.983 / 0.950). Pools that value hits over strictness lower
   // models.X.threshold (0.95: precision 0.90, recall 0.16).
   double threshold = 0.99;
+  // Issue 19: the false-hit rate accepted by default (pools without their own). Unset: cosine.
+  std::optional<double> max_false_hit_rate;
+  std::optional<Calibration> calibration;  // for max_false_hit_rate, computed at load
+  VerifierConfig verifier;
+  // A prompt whose normalised text (whitespace runs collapsed, ends trimmed) equals a cached
+  // one of the same scope is a hit without embedding.
+  bool exact_tier = true;
   ContextConfig context;
   std::map<std::string, ModelCacheConfig> models;
   double ttl_s = 24 * 3600.0;
@@ -100,6 +134,9 @@ struct CacheConfig {
   std::size_t max_queue = 1024;  // pending lookups beyond this bypass ("overloaded")
 
   double threshold_for(const std::string& model) const;
+  // The calibrated verifier threshold of this pool, or null when it decides on cosine.
+  const Calibration* calibration_for(const std::string& model) const;
+  bool verifier_needed() const;
   bool shared_for(const std::string& model) const;
   double ttl_for(const std::string& model) const;
   bool enabled_for(const std::string& model) const;

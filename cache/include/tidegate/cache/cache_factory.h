@@ -6,6 +6,7 @@
 
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/embedder.h"
+#include "tidegate/cache/pair_verifier.h"
 #include "tidegate/cache/semantic_cache.h"
 
 namespace tidegate::cache {
@@ -18,5 +19,10 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config);
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry,
                                                    std::shared_ptr<Embedder> embedder);
+// With a ready-made pair verifier (tests); null loads it from config->verifier as above.
+std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
+                                                   prometheus::Registry& registry,
+                                                   std::shared_ptr<Embedder> embedder,
+                                                   std::shared_ptr<const PairScorer> verifier);
 
 }  // namespace tidegate::cache

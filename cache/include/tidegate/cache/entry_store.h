@@ -50,6 +50,10 @@ struct Match {
   float similarity = 0;
 };
 
+// The exact tier's key: runs of ASCII whitespace become one space and the ends are trimmed.
+// Case and punctuation are kept (they can change an answer, and the lexical guard reads case).
+std::string normalize_prompt(std::string_view text);
+
 class EntryStore final {
  public:
   using EvictFn = std::function<void(const Entry&, EvictReason)>;
@@ -64,6 +68,12 @@ class EntryStore final {
   void insert(Entry entry, const EvictFn& on_evict);
   // Best live, unexpired entry of `scope_key`, and only of it.
   std::optional<Match> best(const std::string& scope_key, const float* query, std::int64_t now_ms) const;
+  // Up to k live, unexpired entries of `scope_key` with similarity >= floor, best first.
+  std::vector<Match> candidates(const std::string& scope_key, const float* query, std::size_t k, float floor,
+                                std::int64_t now_ms) const;
+  // The exact tier: a live entry of `scope_key` whose normalised text (normalize_prompt) equals
+  // normalize_prompt(text), found without a vector; the newest such entry.
+  std::optional<Match> exact(const std::string& scope_key, const std::string& text, std::int64_t now_ms) const;
   void touch(std::uint64_t id, std::int64_t now_ms);
 
   bool erase(std::uint64_t id, const EvictFn& on_evict);
@@ -90,6 +100,7 @@ class EntryStore final {
     std::shared_ptr<FaissVectorIndex> index;  // CPU; null once the scope moved to the GPU
     std::unique_ptr<VectorIndex> gpu;
     std::unordered_map<std::string, std::uint64_t> by_text;
+    std::unordered_map<std::string, std::uint64_t> by_normal;  // sha256 of the normalised text
     VectorIndex& active() const { return gpu ? *gpu : *index; }
   };
   bool erase_locked(std::uint64_t id, EvictReason reason, const EvictFn& on_evict);

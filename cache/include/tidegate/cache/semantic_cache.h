@@ -60,6 +60,7 @@ struct LookupResult {
   CachedAnswer answer;
   std::uint64_t entry_id = 0;
   float similarity = 0;
+  float probability = -1;  // the pair verifier's, when it decided (issue 19); -1 otherwise
   double age_s = 0;
   double embed_s = 0;
   double search_s = 0;
