@@ -51,8 +51,17 @@ void parse_profile(const YAML::Node& n, const std::string& path, ReplicaProfile&
 void parse_replay(const YAML::Node& n, ReplayConfig& c) {
   const std::string path = "replay";
   yaml_reject_unknown(n, path,
-                      {"profile", "slo", "replicas", "warmup", "warm_pool_size", "comparison_warm_pool", "hpa", "kpa"});
+                      {"profile", "slo", "replicas", "warmup", "warm_pool_size", "comparison_warm_pool", "hpa", "kpa",
+                       "balancer", "prefix_load_bound"});
   c.options.warmup_s = yaml_seconds(n, "warmup", path, c.options.warmup_s);
+  if (const auto b = n["balancer"]) {
+    const auto text = yaml_string(n, "balancer", path);
+    if (!parse_balancer(text, &c.options.balancer))
+      throw ConfigError(path_join(path, "balancer"), yaml_line(b),
+                        "unknown balancer \"" + text + "\" (least_outstanding, round_robin, prefix_aware)");
+  }
+  c.options.prefix_aware.load_bound =
+      yaml_double(n, "prefix_load_bound", path, c.options.prefix_aware.load_bound, 1.0, 100.0);
   parse_profile(n["profile"], "replay.profile", c.options.profile);
   if (const auto s = n["slo"]) {
     yaml_reject_unknown(s, "replay.slo", {"ttft", "e2e", "attainment"});

@@ -20,6 +20,12 @@ void Fleet::set_state(Replica& r, StateIndex s, double t) {
   r.state_since = t;
 }
 
+std::size_t Fleet::prefix_index_blocks() const {
+  return params_.prefix_caching ? routing::PrefixIndex::capacity_for(static_cast<double>(params_.kv_capacity_tokens),
+                                                                     params_.prefix_block_tokens)
+                                : 0;
+}
+
 Replica& Fleet::start_cold(double t, bool for_warm) {
   auto r = std::make_unique<Replica>();
   r->id = next_id_++;
@@ -27,6 +33,7 @@ Replica& Fleet::start_cold(double t, bool for_warm) {
   r->for_warm = for_warm;
   r->state_since = t;
   r->engine = std::make_unique<sim::TimingModel>(params_, t);
+  r->routed_prefixes = routing::PrefixIndex(prefix_index_blocks());
   r->ready_at = r->engine->ready_at();
   replicas_.push_back(std::move(r));
   ++scale_events_;
@@ -42,6 +49,7 @@ void Fleet::add_ready(int n, double t) {
     r->state_since = t;
     // Loading began a cold start earlier, so the engine is ready exactly at t.
     r->engine = std::make_unique<sim::TimingModel>(params_, t - params_.startup_s);
+    r->routed_prefixes = routing::PrefixIndex(prefix_index_blocks());
     r->ready_at = t;
     replicas_.push_back(std::move(r));
   }

@@ -9,6 +9,7 @@
 
 #include "tidegate/replay/policy.h"
 #include "tidegate/replay/replay.h"
+#include "tidegate/routing/prefix_aware.h"
 #include "tidegate/sim/timing_model.h"
 
 namespace tidegate::replay::detail {
@@ -24,6 +25,8 @@ struct Replica {
   double state_since = 0;
   int in_flight = 0;
   std::unique_ptr<sim::TimingModel> engine;
+  // What the router believes this replica's prefix cache holds (a new replica: nothing).
+  routing::PrefixIndex routed_prefixes{0};
   // Set by an external lifecycle controller's drain(): called once in_flight reaches zero;
   // the replica then waits (still draining) for the controller to remove or stop it.
   std::function<void()> on_drained;
@@ -69,6 +72,7 @@ class Fleet final {
 
  private:
   Replica& start_cold(double t, bool for_warm);
+  std::size_t prefix_index_blocks() const;  // the router's index per replica: its whole KV cache
   void set_state(Replica& r, StateIndex s, double t);
   void stop(std::size_t index, double t);
 

@@ -214,6 +214,7 @@ int run(const tr::CliArgs& args) {
   summary["variant"] = tr::describe(tr::parse_variant(args.variant));
   summary["replay_wall_s"] = std::round(wall * 1000) / 1000;
   summary["initial_replicas"] = options.initial_active;
+  if (trace.block_tokens > 0) summary["ideal_prefix_cache_hit_rate"] = std::round(tr::ideal_prefix_hit_rate(trace) * 1e4) / 1e4;
   if (!args.out_dir.empty()) write_outputs(args, main_run, policy);
   if (!args.json) {
     const auto& s = main_run.summary;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <random>
 #include <stdexcept>
 
 #include "fleet.h"
@@ -141,17 +142,42 @@ class Run {
     }
   }
 
+  // The replica the balancer sends `req` to, among the active ones with a free slot.
+  detail::Replica* pick(const TraceRequest& req) {
+    eligible_.clear();
+    for (auto& r : fleet_.replicas())
+      if (r->state == kActive && r->in_flight < opt_.profile.slots_per_replica) eligible_.push_back(r.get());
+    if (eligible_.empty()) return nullptr;
+    switch (opt_.balancer) {
+      case Balancer::kLeastOutstanding: {
+        detail::Replica* best = nullptr;
+        for (auto* r : eligible_)
+          if (!best || r->in_flight < best->in_flight) best = r;
+        return best;
+      }
+      case Balancer::kRoundRobin: return eligible_[round_robin_++ % eligible_.size()];
+      case Balancer::kPrefixAware: {
+        candidates_.clear();
+        for (auto* r : eligible_) candidates_.push_back({r->in_flight, 1.0, r->routed_prefixes.match(req.blocks)});
+        const auto choice = routing::choose_prefix_aware(opt_.prefix_aware, candidates_, rng_());
+        if (choice.reason == routing::ChoiceReason::kPrefix) {
+          ++prefix_routed_;
+          prefix_expected_blocks_ += static_cast<std::int64_t>(choice.matched_blocks);
+        }
+        return eligible_[choice.index];
+      }
+    }
+    return nullptr;
+  }
+
   void dispatch(double t) {
     while (!queue_.empty()) {
-      detail::Replica* best = nullptr;
-      for (auto& r : fleet_.replicas())
-        if (r->state == kActive && r->in_flight < opt_.profile.slots_per_replica &&
-            (!best || r->in_flight < best->in_flight))
-          best = r.get();
+      const auto& req = trace_.requests[queue_.front()];
+      detail::Replica* best = pick(req);
       if (!best) return;
       const auto id = queue_.front();
       queue_.pop_front();
-      const auto& req = trace_.requests[id];
+      best->routed_prefixes.insert(req.blocks);
       queued_tokens_ -= req.prompt_tokens;
       events_.clear();
       best->engine->advance(t, events_);  // the model wants time to move forward before a submit
@@ -290,6 +316,8 @@ class Run {
     s.scale_events = fleet_.scale_events();
     s.prefix_query_tokens = prefix_queries_;
     s.prefix_hit_tokens = prefix_hits_;
+    s.prefix_routed = prefix_routed_;
+    s.prefix_expected_blocks = prefix_expected_blocks_;
     out.timeline = std::move(timeline_);
     return out;
   }
@@ -313,9 +341,32 @@ class Run {
   double bucket_start_ = 0;
   std::vector<TimelineRow> timeline_;
   std::int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  // Balancer state: scratch vectors (no allocation per dispatch), round-robin position, the
+  // prefix-aware tie-breaker (seeded: a replay is deterministic) and its counts.
+  std::vector<detail::Replica*> eligible_;
+  std::vector<routing::Candidate> candidates_;
+  std::size_t round_robin_ = 0;
+  std::mt19937_64 rng_{0x7469646567617465ULL};
+  std::size_t prefix_routed_ = 0;
+  std::int64_t prefix_expected_blocks_ = 0;
 };
 
 }  // namespace
+
+const char* balancer_name(Balancer b) {
+  switch (b) {
+    case Balancer::kLeastOutstanding: return "least_outstanding";
+    case Balancer::kRoundRobin: return "round_robin";
+    case Balancer::kPrefixAware: return "prefix_aware";
+  }
+  return "unknown";
+}
+
+bool parse_balancer(std::string_view text, Balancer* out) {
+  for (const auto b : {Balancer::kLeastOutstanding, Balancer::kRoundRobin, Balancer::kPrefixAware})
+    if (text == balancer_name(b)) return *out = b, true;
+  return false;
+}
 
 const char* state_name(StateIndex s) {
   switch (s) {
@@ -354,6 +405,8 @@ void validate(const ReplayOptions& o) {
   if (o.initial_active < 0 || o.initial_active > o.replicas_max) fail("initial replicas must be in [0, replicas-max]");
   if (!(o.warmup_s >= 0) || o.warmup_s > 86400) fail("warmup must be in [0, 86400] s");
   if (!(o.timeline_period_s >= o.sample_period_s)) fail("timeline period must be >= the sample period");
+  if (!(o.prefix_aware.load_bound >= 1) || o.prefix_aware.load_bound > 100)
+    fail("prefix_aware load_bound must be in [1, 100] (1 + epsilon of the bounded-load rule)");
 }
 
 ReplayResult run_replay(const Trace& trace, ScalingPolicy& policy, const ReplayOptions& options) {

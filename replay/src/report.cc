@@ -95,6 +95,11 @@ boost::json::object summary_json(const ReplaySummary& s, const ReplayOptions& o)
   j["scale_events"] = s.scale_events;
   j["prefix_cache_hit_ratio"] =
       s.prefix_query_tokens > 0 ? round_to(static_cast<double>(s.prefix_hit_tokens) / s.prefix_query_tokens, 1e-4) : 0.0;
+  // The issue-20 names: the same ratio, and the prompt tokens the engines did not prefill.
+  j["prefix_cache_hit_rate"] = j["prefix_cache_hit_ratio"];
+  j["prefill_tokens_saved"] = s.prefix_hit_tokens;
+  j["balancer"] = balancer_name(o.balancer);
+  j["prefix_routed"] = s.prefix_routed;
   auto ratio = [](double v) { return v > 0 ? boost::json::value(round_to(v, 1e-4)) : boost::json::value(nullptr); };
   j["gpu_hours_vs_static"] = ratio(s.gpu_hours_vs_static);
   j["gpu_hours_vs_optimum"] = ratio(s.gpu_hours_vs_optimum);

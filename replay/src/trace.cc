@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tidegate::replay {
 namespace {
@@ -330,6 +331,23 @@ Trace parse_trace_file(const std::string& path, const ParseOptions& options) {
   std::ostringstream buf;
   buf << in.rdbuf();
   return parse_trace_text(buf.str(), path, options);
+}
+
+double ideal_prefix_hit_rate(const Trace& trace) {
+  if (trace.block_tokens <= 0) return 0;
+  std::unordered_set<std::uint64_t> seen;
+  double queried = 0, hits = 0;
+  const std::int64_t b = trace.block_tokens;
+  for (const auto& r : trace.requests) {
+    queried += static_cast<double>(r.prompt_tokens);
+    std::int64_t matched = 0;
+    std::size_t i = 0;
+    for (; i < r.blocks.size() && seen.count(r.blocks[i]); ++i)
+      matched += std::min<std::int64_t>(b, r.prompt_tokens - static_cast<std::int64_t>(i) * b);
+    hits += static_cast<double>(std::clamp<std::int64_t>(matched, 0, std::max<std::int64_t>(0, r.prompt_tokens - 1)));
+    seen.insert(r.blocks.begin(), r.blocks.end());
+  }
+  return queried > 0 ? hits / queried : 0;
 }
 
 }  // namespace tidegate::replay

@@ -10,6 +10,7 @@
 
 #include "tidegate/replay/policy.h"
 #include "tidegate/replay/trace.h"
+#include "tidegate/routing/prefix_aware.h"
 #include "tidegate/scaler/policy.h"
 #include "tidegate/sim/timing_model.h"
 
@@ -38,8 +39,17 @@ struct Slo {
   double attainment = 0.99;  // the fraction of requests that must meet the TTFT objective
 };
 
+// Which replica a dispatched request goes to (the gateway's `balancer`). least_outstanding is
+// the fewest in flight (ties: the first); prefix_aware is routing::choose_prefix_aware over a
+// per-replica index of the block ids routed to it, the same code the gateway runs.
+enum class Balancer { kLeastOutstanding, kRoundRobin, kPrefixAware };
+const char* balancer_name(Balancer b);
+bool parse_balancer(std::string_view text, Balancer* out);
+
 struct ReplayOptions {
   ReplicaProfile profile;
+  Balancer balancer = Balancer::kLeastOutstanding;
+  routing::PrefixAwareConfig prefix_aware;
   Slo slo;
   int replicas_min = 1;
   int replicas_max = 64;
@@ -90,6 +100,9 @@ struct ReplaySummary {
   // Prefix caching over the whole fleet: prompt tokens looked up and found (not prefilled).
   std::int64_t prefix_query_tokens = 0;
   std::int64_t prefix_hit_tokens = 0;
+  // Of the dispatches, those the balancer routed for a prefix match, and the blocks it expected.
+  std::size_t prefix_routed = 0;
+  std::int64_t prefix_expected_blocks = 0;
   // GPU-hours as a ratio to the cheapest static fleet meeting the SLO and to the offline
   // optimum, when those were computed (0 = unknown).
   double gpu_hours_vs_static = 0;

@@ -69,6 +69,12 @@ class TraceError final : public std::runtime_error {
 };
 
 Trace parse_trace_file(const std::string& path, const ParseOptions& options);
+
+// Prefix-cache hit rate (prompt tokens not prefilled / prompt tokens) if the whole fleet shared
+// one infinite cache: each request's leading blocks seen in any earlier request, counted as the
+// engines count them (the last prompt token is always computed). The ceiling no routing can
+// pass; 0 when the trace carries no block ids.
+double ideal_prefix_hit_rate(const Trace& trace);
 // Same, from text already in memory; `name` is used in messages.
 Trace parse_trace_text(const std::string& text, const std::string& name, const ParseOptions& options);
 

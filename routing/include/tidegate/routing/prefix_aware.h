@@ -1,0 +1,90 @@
+#pragma once
+// Prefix-cache-aware replica choice (issue 20): a pure function of the candidates' load and of
+// how much of a request's prompt each one is believed to hold in its KV prefix cache, so that
+// tidegate-replay (virtual time) and, later, the gateway run the very same code.
+//
+// Engines with automatic prefix caching (vLLM, SGLang, llama.cpp's slots) skip the prefill of
+// prompt blocks they still hold; least-loaded routing scatters a conversation's turns and a
+// shared document over every replica, so each of them prefills it again. Routing to the
+// replica with the longest match keeps that work done once, and a bound on load keeps the
+// popular prefix from turning one replica into a hot spot.
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+
+namespace tidegate::routing {
+
+// What the router believes one replica's prefix cache holds: an LRU of the chained block
+// hashes of the prompts routed to it (hashes only, 8 bytes plus the LRU's links per block).
+//
+// Blocks are chained (block i's hash covers every token of blocks 0..i), and every request
+// that holds block j also holds blocks 0..j-1, so an earlier block is always at least as
+// recent as a later one of the same chain: LRU eviction keeps each chain's held part a prefix.
+// match() relies on that and binary-searches for the end of the match.
+class PrefixIndex final {
+ public:
+  explicit PrefixIndex(std::size_t capacity_blocks) : capacity_(capacity_blocks) {}
+
+  // Leading blocks of `blocks` held here.
+  std::size_t match(std::span<const std::uint64_t> blocks) const;
+  // A request routed here: its blocks become the most recent; the least recent go beyond the capacity.
+  void insert(std::span<const std::uint64_t> blocks);
+  void clear();
+  std::size_t size() const { return where_.size(); }
+  std::size_t capacity() const { return capacity_; }
+
+  // Capacity in blocks for a replica with `kv_tokens` of KV cache and blocks of `block_tokens`:
+  // the whole KV cache, the most an engine can keep (vLLM frees cached blocks only when running
+  // sequences need them, so under load it keeps less, and the index then over-estimates: a
+  // predicted hit becomes a partial miss, never a wrong answer).
+  static std::size_t capacity_for(double kv_tokens, int block_tokens);
+
+ private:
+  std::size_t capacity_;
+  std::list<std::uint64_t> lru_;  // most recent first
+  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> where_;
+};
+
+struct Candidate {
+  int outstanding = 0;            // requests in flight on it (and queued for it)
+  double weight = 1.0;            // relative capacity (a bigger replica takes more)
+  std::size_t matched_blocks = 0; // PrefixIndex::match of the request's prompt
+};
+
+struct PrefixAwareConfig {
+  // Bounded load (consistent hashing with bounded loads, Mirrokni, Thorup and Zadimoghaddam
+  // 2018): a replica may take the request only while its load, after it, is within
+  // load_bound x its weighted share of the fleet's load (rounded up), so no replica runs more
+  // than (1 + epsilon) times the mean, whatever prefix every request shares.
+  double load_bound = 1.25;
+  // Matches shorter than this are not worth a less loaded replica: least-loaded decides.
+  std::size_t min_match_blocks = 1;
+};
+
+enum class ChoiceReason : std::uint8_t {
+  kPrefix,       // the longest match within the bound
+  kLeastLoaded,  // no match worth routing for: power-of-two least loaded
+  kBounded,      // a longer match was over its bound; the longest within it (or least loaded)
+};
+constexpr std::string_view to_string(ChoiceReason r) {
+  return r == ChoiceReason::kPrefix ? "prefix" : r == ChoiceReason::kLeastLoaded ? "least_loaded" : "bounded";
+}
+
+struct Choice {
+  int index = -1;  // into the candidates; -1 when there are none
+  std::size_t matched_blocks = 0;
+  ChoiceReason reason = ChoiceReason::kLeastLoaded;
+};
+
+// `random` drives the power-of-two fallback and breaks ties (pass a fresh random number per
+// call; the same inputs give the same choice).
+Choice choose_prefix_aware(const PrefixAwareConfig& config, std::span<const Candidate> candidates,
+                           std::uint64_t random);
+
+// Power of two choices on load per weight, the fallback above and the gateway's default.
+int least_loaded_of_two(std::span<const Candidate> candidates, std::uint64_t random);
+
+}  // namespace tidegate::routing
