@@ -166,3 +166,39 @@ TEST(EntryStore, BigScopeMovesToGpuIndexAndStaysIsolated) {
   ASSERT_TRUE(cm.has_value());
   EXPECT_EQ(cm->entry.text, "cpu question c");
 }
+
+TEST(EntryStore, NormalizePromptCollapsesWhitespaceOnly) {
+  EXPECT_EQ(normalize_prompt("  What is\t the\n\ncapital?  "), "What is the capital?");
+  EXPECT_EQ(normalize_prompt("Apple"), "Apple");  // case kept
+  EXPECT_EQ(normalize_prompt(" \t\n"), "");
+  EXPECT_NE(normalize_prompt("capital?"), normalize_prompt("capital ?"));  // punctuation kept
+}
+
+TEST(EntryStore, ExactTierAndCandidates) {
+  EntryStore store(32, IndexConfig{}, 10000, 1ull << 30);
+  store.insert(make("s", "what is the capital of france", "Paris"), {});
+  store.insert(make("s", "what is the capital city of france", "Paris too"), {});
+  store.insert(make("s", "tell me a joke about cats", "No"), {});
+  store.insert(make("other", "what  is the capital of france", "Other scope"), {});
+  const auto now = now_unix_ms();
+  auto m = store.exact("s", " what is the capital of  france ", now);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->entry.answer.content, "Paris");
+  EXPECT_FALSE(store.exact("s", "What is the capital of France", now));  // case differs
+  EXPECT_FALSE(store.exact("none", "what is the capital of france", now));
+  EXPECT_EQ(store.exact("other", "what is the capital of france", now)->entry.answer.content, "Other scope");
+  // Candidates: best first, above the floor, only the scope's own.
+  const auto q = words.one("what is the capital of france");
+  auto c = store.candidates("s", q.data(), 4, 0.5f, now);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].entry.answer.content, "Paris");
+  EXPECT_EQ(c[1].entry.answer.content, "Paris too");
+  EXPECT_GE(c[0].similarity, c[1].similarity);
+  EXPECT_EQ(store.candidates("s", q.data(), 1, 0.5f, now).size(), 1u);
+  // Erasing the entry frees its exact key; expired entries are not served.
+  std::uint64_t id = m->entry.id;
+  store.erase(id, {});
+  EXPECT_FALSE(store.exact("s", "what is the capital of france", now));
+  store.insert(make("s", "short lived", "x", 0.001), {});
+  EXPECT_FALSE(store.exact("s", "short lived", now + 10));
+}

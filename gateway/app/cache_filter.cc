@@ -79,6 +79,8 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     }
     reply.headers.emplace_back("x-tidegate-cache", "hit");
     reply.headers.emplace_back("x-tidegate-cache-similarity", fixed(r.similarity, 4));
+    // The pair verifier's probability, when it decided the hit (issue 19).
+    if (r.probability >= 0) reply.headers.emplace_back("x-tidegate-cache-probability", fixed(r.probability, 4));
     reply.headers.emplace_back("x-tidegate-cache-age", std::to_string(static_cast<long long>(std::floor(r.age_s))));
     reply.headers.emplace_back("x-tidegate-cache-entry", std::to_string(r.entry_id));
     done(std::move(reply));
