@@ -45,6 +45,8 @@ class AdmissionQueue final {
     }
     return false;
   }
+  // The oldest waiter's payload, left in place (the queue must not be empty).
+  const Payload& front() const { return items_.front().payload; }
   std::size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   double oldest_wait_s(Clock::time_point now) const {

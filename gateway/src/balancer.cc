@@ -6,7 +6,9 @@ int Balancer::pick(BalancerKind kind, const std::vector<Candidate>& c) {
   if (c.empty()) return -1;
   if (c.size() == 1) return 0;
   switch (kind) {
-    case BalancerKind::kLeastOutstandingP2C: return least_outstanding_p2c(c);
+    case BalancerKind::kLeastOutstandingP2C:
+    case BalancerKind::kPrefixAware:  // without a prompt to match (ReplicaPool handles the rest)
+      return least_outstanding_p2c(c);
     case BalancerKind::kRoundRobin: return static_cast<int>(round_robin_++ % c.size());
     case BalancerKind::kWeighted: return weighted_random(c);
   }

@@ -19,6 +19,7 @@ class Balancer final {
   explicit Balancer(std::uint64_t seed = std::random_device{}()) : rng_(seed) {}
   // Index into `candidates` (all eligible), or -1 when empty.
   int pick(BalancerKind kind, const std::vector<Candidate>& candidates);
+  std::uint64_t random() { return rng_(); }
 
  private:
   int least_outstanding_p2c(const std::vector<Candidate>& c);

@@ -3,6 +3,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <fstream>
+#include <cctype>
 #include <set>
 #include <sstream>
 
@@ -48,8 +49,9 @@ BalancerKind parse_balancer(const YAML::Node& node, const std::string& path) {
   if (text == "least_outstanding" || text == "p2c") return BalancerKind::kLeastOutstandingP2C;
   if (text == "round_robin") return BalancerKind::kRoundRobin;
   if (text == "weighted") return BalancerKind::kWeighted;
+  if (text == "prefix_aware") return BalancerKind::kPrefixAware;
   throw ConfigError(path_join(path, "balancer"), yaml_line(node["balancer"]),
-                    "unknown balancer \"" + text + "\" (least_outstanding, round_robin, weighted)");
+                    "unknown balancer \"" + text + "\" (least_outstanding, round_robin, weighted, prefix_aware)");
 }
 
 ReplicaConfig parse_replica(const YAML::Node& node, const std::string& path) {
@@ -69,7 +71,7 @@ ReplicaConfig parse_replica(const YAML::Node& node, const std::string& path) {
 ModelConfig parse_model(const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
   yaml_reject_unknown(node, path, {"name", "balancer", "max_concurrency_per_replica", "queue", "health", "replicas",
-                                  "replica_api_key"});
+                                  "replica_api_key", "prefix_routing", "session_affinity"});
   ModelConfig m;
   m.name = yaml_string(node, "name", path);
   if (m.name.empty()) throw ConfigError(path_join(path, "name"), yaml_line(node["name"]), "must not be empty");
@@ -96,6 +98,35 @@ ModelConfig parse_model(const YAML::Node& node, const std::string& path) {
     m.health.interval_s = yaml_seconds(h, "interval", hp, 5.0);
     m.health.timeout_s = yaml_seconds(h, "timeout", hp, 2.0);
     m.health.failures_to_eject = static_cast<int>(yaml_int(h, "failures_to_eject", hp, 3, 1, 1000));
+  }
+  if (const auto pr = node["prefix_routing"]) {
+    const auto pp = path_join(path, "prefix_routing");
+    if (!pr.IsMap()) throw ConfigError(pp, yaml_line(pr), "expected a mapping");
+    yaml_reject_unknown(pr, pp, {"block_bytes", "max_prompt_bytes", "kv_tokens_per_replica", "bytes_per_token",
+                                 "load_bound", "min_match_blocks"});
+    constexpr std::uint64_t MiB = 1024 * 1024;
+    m.prefix.block_bytes = static_cast<std::size_t>(yaml_bytes(pr, "block_bytes", pp, m.prefix.block_bytes, 16, 64 * 1024));
+    m.prefix.max_prompt_bytes =
+        static_cast<std::size_t>(yaml_bytes(pr, "max_prompt_bytes", pp, m.prefix.max_prompt_bytes, m.prefix.block_bytes, 64 * MiB));
+    m.prefix.kv_tokens_per_replica = yaml_double(pr, "kv_tokens_per_replica", pp, m.prefix.kv_tokens_per_replica, 1000, 1e9);
+    m.prefix.bytes_per_token = yaml_double(pr, "bytes_per_token", pp, m.prefix.bytes_per_token, 0.5, 64);
+    m.prefix.load_bound = yaml_double(pr, "load_bound", pp, m.prefix.load_bound, 1.0, 100.0);
+    m.prefix.min_match_blocks =
+        static_cast<std::size_t>(yaml_int(pr, "min_match_blocks", pp, static_cast<std::int64_t>(m.prefix.min_match_blocks), 1, 1000000));
+  }
+  if (const auto af = node["session_affinity"]) {
+    const auto ap = path_join(path, "session_affinity");
+    if (!af.IsMap()) throw ConfigError(ap, yaml_line(af), "expected a mapping");
+    yaml_reject_unknown(af, ap, {"header", "use_user", "max_sessions"});
+    m.affinity.header = yaml_string(af, "header", ap, std::string());
+    for (auto& c : m.affinity.header) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char c : m.affinity.header)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
+        throw ConfigError(path_join(ap, "header"), yaml_line(af["header"]), "not an HTTP header name: \"" + m.affinity.header + "\"");
+    m.affinity.use_user = yaml_bool(af, "use_user", ap, false);
+    m.affinity.max_sessions = static_cast<std::size_t>(yaml_int(af, "max_sessions", ap, 100000, 1, 100000000));
+    if (!m.affinity.enabled())
+      throw ConfigError(ap, yaml_line(af), "needs a header or use_user: true (or leave the section out)");
   }
   const auto reps = node["replicas"];
   const auto rp = path_join(path, "replicas");

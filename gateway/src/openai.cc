@@ -104,6 +104,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     if (m.kind != JsonKind::kArray) return wrong_type("messages", "an array");
     if (m.size == 0) return bad_request("'messages' must not be empty", "messages", "empty_messages");
     if (!m.all_objects) return wrong_type("messages", "an array of objects");
+    out.prompt_begin = m.begin, out.prompt_end = m.end;
   } else {
     const bool completions = endpoint == Endpoint::kCompletions;
     const auto& v = completions ? f.prompt : f.input;
@@ -113,6 +114,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     if (v.kind != JsonKind::kString && v.kind != JsonKind::kArray) return wrong_type(name, "a string or an array");
     if ((v.kind == JsonKind::kString && v.text.raw.empty()) || (v.kind == JsonKind::kArray && v.size == 0))
       return bad_request(std::string("'") + name + "' must not be empty", name, std::string("empty_") + name);
+    out.prompt_begin = v.begin, out.prompt_end = v.end;
   }
 
   if (f.stream.kind != JsonKind::kMissing && f.stream.kind != JsonKind::kNull) {

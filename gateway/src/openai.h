@@ -37,6 +37,9 @@ struct ParsedRequest {
   std::optional<double> temperature;
   std::int64_t n = 1;
   std::string user;
+  // The prompt's bytes in the client's body (chat: the `messages` array, completions: `prompt`,
+  // embeddings: `input`), for prefix-aware routing. Empty when absent.
+  std::size_t prompt_begin = 0, prompt_end = 0;
   // The body to send upstream: the client's bytes untouched (a view: the caller keeps them for
   // the request's tries), or rewritten when include_usage had to be added.
   std::string_view upstream_body() const { return usage_injected ? std::string_view(rewritten_body) : client_body; }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "session.h"
+#include "tidegate/routing/prompt_blocks.h"
 #include "upstream_answer.h"
 
 namespace tidegate::gateway {
@@ -69,6 +70,8 @@ void Session::proxy() {
   // (English runs ~4 characters a token; JSON quoting adds a little).
   prompt_estimate_ = std::max<std::uint64_t>(1, req_.body().size() / 4);
   pool_->note_arrival(prompt_estimate_);
+  route_hint_.reset();
+  if (const auto* mc = config_->find_model(ctx_->model)) make_route_hint(*mc);
   std::weak_ptr<Session> weak = shared_from_this();
   auto ex = stream_.get_executor();
   auto pool = pool_;
@@ -77,7 +80,7 @@ void Session::proxy() {
       if (auto self = weak.lock()) self->on_granted(pool, r);
       else if (r) pool->release(r, Outcome::kNeutral);
     });
-  });
+  }, route_hint_);
   switch (got.status) {
     case ReplicaPool::Status::kGranted:
       return start_attempt(std::move(got.replica), false);
@@ -121,6 +124,30 @@ void Session::proxy() {
   });
 }
 
+// Prefix-aware routing hashes the prompt's bytes as the client sent them (routing/
+// prompt_blocks.h); affinity keys on the session header or the OpenAI `user` field. Neither
+// costs anything for pools that use neither.
+void Session::make_route_hint(const ModelConfig& mc) {
+  const bool prefix = mc.balancer == BalancerKind::kPrefixAware;
+  std::uint64_t session = 0;
+  if (mc.affinity.enabled()) {
+    std::string_view key;
+    if (!mc.affinity.header.empty()) key = req_.header(mc.affinity.header);
+    if (key.empty() && mc.affinity.use_user) key = ctx_->user;
+    if (!key.empty()) session = routing::hash_bytes(key, 0x5e55) | 1;  // never 0 (= none)
+  }
+  if (!prefix && !session) return;
+  route_hint_ = std::make_shared<RouteHint>();
+  route_hint_->session = session;
+  if (prefix && parsed_ && parsed_->prompt_end > parsed_->prompt_begin) {
+    const auto body = parsed_->client_body;
+    const auto end = std::min(parsed_->prompt_end, body.size());
+    const auto begin = std::min(parsed_->prompt_begin, end);
+    routing::prompt_blocks(body.substr(begin, end - begin), {mc.prefix.block_bytes, mc.prefix.max_prompt_bytes},
+                           route_hint_->blocks);
+  }
+}
+
 void Session::on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica) {
   if (!waiting_in_queue_ || !ctx_ || pool != pool_) {  // gave up meanwhile
     if (replica) pool->release(replica, Outcome::kNeutral);
@@ -137,6 +164,10 @@ void Session::on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr re
 void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
   replica_ = std::move(replica);
   ctx_->replica_id = replica_->id;
+  if (route_hint_) {
+    ctx_->route_reason = route_hint_->reason;
+    ctx_->prefix_blocks_matched = route_hint_->matched_blocks;
+  }
   ctx_->replica_class = replica_->replica_class;
   tried_.push_back(replica_->serial);
   ++attempts_;
@@ -323,7 +354,7 @@ void Session::upstream_body_too_large() {
 // (else the caller relays the answer). True when the retry started.
 bool Session::retry_elsewhere(int status) {
   if (attempts_ > config_->max_retries) return false;
-  auto next = pool_->try_acquire(tried_);
+  auto next = pool_->try_acquire(tried_, route_hint_.get());
   if (!next) return false;
   impl_->stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
   impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
@@ -353,7 +384,7 @@ void Session::on_upstream_body(beast::error_code) {
       fault = UpstreamFault::kRequest;  // two replicas refused it: the request is the cause
     } else if (attempts_ <= config_->max_retries) {
       // One second opinion, never more: a bad request costs at most two engine calls.
-      if (auto next = pool_->try_acquire(tried_)) {
+      if (auto next = pool_->try_acquire(tried_, route_hint_.get())) {
         impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
         refused_by_ = replica_;
         drop_upstream();
@@ -430,7 +461,7 @@ void Session::attempt_failed(const std::string& step_reason, bool before_respons
   impl_->stats.upstream_error(ctx_->model, reason);
   release_replica(Outcome::kFailure);
   if (before_response && !response_started_ && !timeout && attempts_ <= config_->max_retries) {
-    if (auto next = pool_->try_acquire(tried_)) {
+    if (auto next = pool_->try_acquire(tried_, route_hint_.get())) {
       impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
       return start_attempt(std::move(next), false);
     }

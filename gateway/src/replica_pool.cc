@@ -11,7 +11,7 @@ std::atomic<std::uint64_t> g_serial{1};
 
 ReplicaPool::ReplicaPool(const ModelConfig& config, std::uint64_t seed)
     : model_(config.name), config_(config), queue_(config.queue.max_length),
-      balancer_(seed ? seed : std::random_device{}()) {
+      balancer_(seed ? seed : std::random_device{}()), sessions_(config.affinity.enabled() ? config.affinity.max_sessions : 0) {
   for (const auto& r : config.replicas) add(r, true);
 }
 
@@ -19,8 +19,14 @@ void ReplicaPool::update_config(const ModelConfig& config) {
   std::vector<std::string> gone;
   {
     std::lock_guard lock(mu_);
+    const bool index_resized = config.prefix.index_blocks() != config_.prefix.index_blocks() ||
+                               config.balancer != config_.balancer;
     config_ = config;
     queue_.set_max_length(config.queue.max_length);
+    sessions_.set_capacity(config.affinity.enabled() ? config.affinity.max_sessions : 0);
+    // SIGHUP changing the balancer or the index size starts every index afresh.
+    if (index_resized)
+      for (auto& r : replicas_) r->prefixes = routing::PrefixIndex(index_blocks());
     for (const auto& r : replicas_) {
       if (!r->from_config) continue;
       const bool kept = std::any_of(config.replicas.begin(), config.replicas.end(),
@@ -44,7 +50,7 @@ bool ReplicaPool::any_routable_locked() const {
   return std::any_of(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return routable(*r); });
 }
 
-ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude) {
+ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude, RouteHint* hint) {
   candidates_.clear();
   candidate_index_.clear();
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
@@ -55,28 +61,75 @@ ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude) {
     candidates_.push_back(Candidate{r.outstanding, r.weight});
     candidate_index_.push_back(i);
   }
-  const int i = balancer_.pick(config_.balancer, candidates_);
+  if (candidates_.empty()) return nullptr;
+  const bool prefix_aware = hint && config_.balancer == BalancerKind::kPrefixAware;
+  const int i = hint && (prefix_aware || hint->session) ? pick_prefix_aware_locked(*hint)
+                                                        : balancer_.pick(config_.balancer, candidates_);
   if (i < 0) return nullptr;
   auto& chosen = replicas_[candidate_index_[static_cast<std::size_t>(i)]];
   chosen->outstanding++;
+  if (prefix_aware) chosen->prefixes.insert(hint->blocks);
+  if (hint && hint->session) sessions_.pin(hint->session, chosen->serial);
   return chosen;
 }
 
-ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant) {
+// Session affinity first (the session's replica, while routable with a free slot and within
+// the load bound), then the longest prefix match within the bound (routing/README.md); the
+// plain balancer when the pool does not route on prefixes.
+int ReplicaPool::pick_prefix_aware_locked(RouteHint& hint) {
+  const bool prefix_aware = config_.balancer == BalancerKind::kPrefixAware;
+  route_candidates_.clear();
+  for (const auto idx : candidate_index_) {
+    const auto& r = *replicas_[idx];
+    route_candidates_.push_back({r.outstanding, r.weight, prefix_aware ? r.prefixes.match(hint.blocks) : 0});
+  }
+  routing::PrefixAwareConfig cfg;
+  cfg.load_bound = config_.prefix.load_bound;
+  cfg.min_match_blocks = config_.prefix.min_match_blocks;
+  if (hint.session) {
+    if (const auto pinned = sessions_.find(hint.session)) {
+      for (std::size_t k = 0; k < candidate_index_.size(); ++k)
+        if (replicas_[candidate_index_[k]]->serial == pinned && routing::within_load_bound(cfg, route_candidates_, k)) {
+          hint.reason = "affinity";
+          hint.matched_blocks = route_candidates_[k].matched_blocks;
+          return static_cast<int>(k);
+        }
+    }
+  }
+  if (!prefix_aware) {
+    hint.reason = {};
+    return balancer_.pick(config_.balancer, candidates_);
+  }
+  const auto choice = routing::choose_prefix_aware(cfg, route_candidates_, balancer_.random());
+  hint.reason = routing::to_string(choice.reason);
+  hint.matched_blocks = choice.matched_blocks;
+  return choice.index;
+}
+
+std::size_t ReplicaPool::index_blocks() const {
+  return config_.balancer == BalancerKind::kPrefixAware ? config_.prefix.index_blocks() : 0;
+}
+
+void ReplicaPool::forget_locked(Replica& r) {
+  r.prefixes.clear();
+  sessions_.forget_replica(r.serial);
+}
+
+ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant, std::shared_ptr<RouteHint> hint) {
   std::lock_guard lock(mu_);
   if (!any_routable_locked() && !config_.queue.hold_when_empty) return {Status::kNoReplica, nullptr, 0};
   // FIFO fairness: newcomers do not overtake waiters.
   if (queue_.empty()) {
-    if (auto r = pick_locked()) return {Status::kGranted, std::move(r), 0};
+    if (auto r = pick_locked({}, hint.get())) return {Status::kGranted, std::move(r), 0};
   }
-  const auto ticket = queue_.push(std::move(on_grant), Clock::now());
+  const auto ticket = queue_.push(Waiter{std::move(on_grant), std::move(hint)}, Clock::now());
   if (!ticket) return {Status::kQueueFull, nullptr, 0};
   return {Status::kQueued, nullptr, *ticket};
 }
 
-ReplicaPtr ReplicaPool::try_acquire(std::span<const std::uint64_t> exclude) {
+ReplicaPtr ReplicaPool::try_acquire(std::span<const std::uint64_t> exclude, RouteHint* hint) {
   std::lock_guard lock(mu_);
-  return pick_locked(exclude);
+  return pick_locked(exclude, hint);
 }
 
 bool ReplicaPool::cancel(std::uint64_t ticket) {
@@ -86,10 +139,11 @@ bool ReplicaPool::cancel(std::uint64_t ticket) {
 
 void ReplicaPool::dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants) {
   while (!queue_.empty()) {
-    auto r = pick_locked();
+    // The head's hint decides where it goes; peeked before the pop, as the pick may fail.
+    auto r = pick_locked({}, queue_.front().hint.get());
     if (!r) break;
-    auto grant = queue_.pop(Clock::now());
-    grants.emplace_back(std::move(*grant), std::move(r));
+    auto waiter = queue_.pop(Clock::now());
+    grants.emplace_back(std::move(waiter->grant), std::move(r));
   }
 }
 
@@ -120,8 +174,10 @@ void ReplicaPool::apply_outcome_locked(Replica& replica, Outcome outcome) {
     if (replica.health == ReplicaHealth::kUnknown) replica.health = ReplicaHealth::kHealthy;
   } else if (outcome == Outcome::kFailure) {
     // Without probes nothing could re-admit an ejected replica, so passive ejection needs them.
-    if (++replica.consecutive_failures >= config_.health.failures_to_eject && config_.health.interval_s > 0)
+    if (++replica.consecutive_failures >= config_.health.failures_to_eject && config_.health.interval_s > 0) {
+      if (replica.health != ReplicaHealth::kEjected) forget_locked(replica);
       replica.health = ReplicaHealth::kEjected;
+    }
   }
 }
 
@@ -156,6 +212,7 @@ void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
       r->api_key = rc.api_key;
       r->from_config = from_config;
       r->serial = g_serial.fetch_add(1);
+      r->prefixes = routing::PrefixIndex(index_blocks());
       replicas_.push_back(std::move(r));
     }
     dispatch_locked(grants);
@@ -184,6 +241,7 @@ void ReplicaPool::remove(const std::string& id) {
   auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == id; });
   if (it == replicas_.end()) return;
   (*it)->removed = true;
+  forget_locked(**it);
   replicas_.erase(it);
 }
 
@@ -199,6 +257,7 @@ void ReplicaPool::report_probe(const std::string& id, bool ok) {
       r.health = ReplicaHealth::kHealthy;  // re-admission after ejection
       r.consecutive_failures = 0;
     } else if (++r.consecutive_failures >= config_.health.failures_to_eject) {
+      if (r.health != ReplicaHealth::kEjected) forget_locked(r);  // it may come back restarted
       r.health = ReplicaHealth::kEjected;
     }
     dispatch_locked(grants);

@@ -16,6 +16,7 @@
 #include "admission_queue.h"
 #include "balancer.h"
 #include "tidegate/gateway/config.h"
+#include "tidegate/routing/prefix_aware.h"
 #include "tidegate/scaler/routing.h"
 
 namespace tidegate::gateway {
@@ -39,8 +40,21 @@ struct Replica {
   bool draining = false;
   bool removed = false;
   std::function<void()> on_drained;
+  // balancer: prefix_aware: the prompt blocks routed here (emptied when the replica is
+  // ejected: it may come back restarted, its cache empty).
+  routing::PrefixIndex prefixes{0};
 };
 using ReplicaPtr = std::shared_ptr<Replica>;
+
+// What a request brings for prefix-aware routing and affinity, and what the choice was (for
+// the access log). Written by the pool under its lock before the grant is posted.
+struct RouteHint {
+  std::vector<std::uint64_t> blocks;  // routing::prompt_blocks of the prompt
+  std::uint64_t session = 0;          // hash of the session key; 0 = none
+  // The choice: "prefix", "least_loaded", "bounded", "affinity" (empty: another balancer).
+  std::string_view reason;
+  std::size_t matched_blocks = 0;
+};
 
 enum class Outcome { kSuccess, kFailure, kNeutral };
 
@@ -59,9 +73,11 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   void update_config(const ModelConfig& config);
 
   // A slot now, a place in the queue (on_grant fires later), or a refusal.
-  Acquired acquire(Grant on_grant);
+  // `hint` (may be null) is read and written under the pool's lock, also when the request is
+  // granted later from the queue.
+  Acquired acquire(Grant on_grant, std::shared_ptr<RouteHint> hint = nullptr);
   // Retries: a slot now on a replica not in `exclude`, never queued.
-  ReplicaPtr try_acquire(std::span<const std::uint64_t> exclude);
+  ReplicaPtr try_acquire(std::span<const std::uint64_t> exclude, RouteHint* hint = nullptr);
   // True when the ticket was still queued (no grant will come).
   bool cancel(std::uint64_t ticket);
   void release(const ReplicaPtr& replica, Outcome outcome);
@@ -93,7 +109,10 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
 
  private:
   bool routable(const Replica& r) const;
-  ReplicaPtr pick_locked(std::span<const std::uint64_t> exclude = {});
+  ReplicaPtr pick_locked(std::span<const std::uint64_t> exclude = {}, RouteHint* hint = nullptr);
+  int pick_prefix_aware_locked(RouteHint& hint);
+  void forget_locked(Replica& r);
+  std::size_t index_blocks() const;  // per replica, 0 unless balancer: prefix_aware  // its prefixes and sessions: it may come back empty
   // Hands freed capacity to queued waiters; returns the grants to run unlocked.
   void dispatch_locked(std::vector<std::pair<Grant, ReplicaPtr>>& grants);
   void apply_outcome_locked(Replica& replica, Outcome outcome);
@@ -104,8 +123,14 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   mutable std::mutex mu_;
   ModelConfig config_;
   std::vector<ReplicaPtr> replicas_;
-  AdmissionQueue<Grant> queue_;
+  struct Waiter {
+    Grant grant;
+    std::shared_ptr<RouteHint> hint;
+  };
+  AdmissionQueue<Waiter> queue_;
   Balancer balancer_;
+  routing::SessionTable sessions_{0};
+  std::vector<routing::Candidate> route_candidates_;
   // pick_locked's scratch, kept between picks so that choosing a replica allocates nothing.
   std::vector<Candidate> candidates_;
   std::vector<std::size_t> candidate_index_;

@@ -100,6 +100,10 @@ void Gateway::Impl::access_log(const RequestContext& ctx, std::string_view metho
   o["ttfb_ms"] = ctx.timings.ttfb_s >= 0 ? ctx.timings.ttfb_s * 1000.0 : -1.0;
   o["queue_ms"] = ctx.timings.queue_s * 1000.0;
   o["upstream"] = ctx.replica_id;
+  if (!ctx.route_reason.empty()) {
+    o["route"] = ctx.route_reason;
+    o["prefix_blocks"] = ctx.prefix_blocks_matched;
+  }
   o["bytes"] = ctx.bytes_sent;
   o["stream"] = ctx.stream;
   if (ctx.prompt_tokens >= 0) o["prompt_tokens"] = ctx.prompt_tokens;

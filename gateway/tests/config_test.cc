@@ -144,3 +144,42 @@ models:
   EXPECT_EQ(e.key(), "limits.max_upstream_body_bytes");
   EXPECT_EQ(e.line(), 2);
 }
+
+TEST(GatewayConfig, PrefixRoutingAndSessionAffinity) {
+  const auto c = parse_gateway_config_text(R"(listen: "127.0.0.1:18000"
+models:
+  - name: m
+    balancer: prefix_aware
+    prefix_routing: {block_bytes: 256, kv_tokens_per_replica: 100000, load_bound: 1.5, max_prompt_bytes: 64KiB}
+    session_affinity: {header: X-Session-Id, use_user: true, max_sessions: 500}
+  - name: plain
+)");
+  const auto& m = c->models[0];
+  EXPECT_EQ(m.balancer, BalancerKind::kPrefixAware);
+  EXPECT_EQ(m.prefix.block_bytes, 256u);
+  EXPECT_EQ(m.prefix.max_prompt_bytes, 64u * 1024);
+  EXPECT_DOUBLE_EQ(m.prefix.load_bound, 1.5);
+  EXPECT_EQ(m.prefix.index_blocks(), 100000u * 4 / 256);  // kv tokens x 4 bytes / block
+  EXPECT_EQ(m.affinity.header, "x-session-id");           // header names compare lower-cased
+  EXPECT_TRUE(m.affinity.use_user);
+  EXPECT_EQ(m.affinity.max_sessions, 500u);
+  const auto& d = c->models[1];  // defaults
+  EXPECT_EQ(d.balancer, BalancerKind::kLeastOutstandingP2C);
+  EXPECT_EQ(d.prefix.block_bytes, 128u);
+  EXPECT_EQ(d.prefix.index_blocks(), 400000u * 4 / 128);
+  EXPECT_FALSE(d.affinity.enabled());
+
+  auto e = error_of("models:\n  - name: m\n    prefix_routing: {load_bound: 0.5}\n");
+  EXPECT_EQ(e.key(), "models[0].prefix_routing.load_bound");
+  EXPECT_EQ(e.line(), 3);
+  e = error_of("models:\n  - name: m\n    prefix_routing:\n      block_bytes: 8\n");
+  EXPECT_EQ(e.key(), "models[0].prefix_routing.block_bytes");
+  EXPECT_EQ(e.line(), 4);
+  e = error_of("models:\n  - name: m\n    session_affinity: {header: \"x session\"}\n");
+  EXPECT_EQ(e.key(), "models[0].session_affinity.header");
+  e = error_of("models:\n  - name: m\n    session_affinity: {max_sessions: 5}\n");
+  EXPECT_EQ(e.key(), "models[0].session_affinity");
+  e = error_of("models:\n  - name: m\n    balancer: prefix_awre\n");
+  EXPECT_EQ(e.key(), "models[0].balancer");
+  EXPECT_NE(std::string(e.what()).find("prefix_aware"), std::string::npos);
+}

@@ -68,16 +68,76 @@ int least_loaded_of_two(std::span<const Candidate> c, std::uint64_t random) {
   return static_cast<int>(load_of(c[b]) < load_of(c[a]) ? b : a);
 }
 
+namespace {
+double weight_sum(std::span<const Candidate> c) {
+  double w = 0;
+  for (const auto& x : c) w += x.weight > 0 ? x.weight : 0;
+  return w;
+}
+double load_sum(std::span<const Candidate> c) {
+  double total = 1;  // with the request being placed
+  for (const auto& x : c) total += std::max(0, x.outstanding);
+  return total;
+}
+bool fits(const PrefixAwareConfig& cfg, const Candidate& x, double total, double weights) {
+  if (!(weights > 0)) return true;
+  const double share = total * (x.weight > 0 ? x.weight : 0) / weights;
+  return x.outstanding + 1 <= std::ceil(cfg.load_bound * share - 1e-9);
+}
+}  // namespace
+
+bool within_load_bound(const PrefixAwareConfig& cfg, std::span<const Candidate> c, std::size_t i) {
+  return i < c.size() && fits(cfg, c[i], load_sum(c), weight_sum(c));
+}
+
+std::uint64_t SessionTable::find(std::uint64_t session) {
+  const auto it = where_.find(session);
+  if (it == where_.end()) return 0;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void SessionTable::pin(std::uint64_t session, std::uint64_t replica) {
+  if (capacity_ == 0) return;
+  const auto it = where_.find(session);
+  if (it != where_.end()) {
+    it->second->second = replica;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return;
+  }
+  lru_.emplace_front(session, replica);
+  where_.emplace(session, lru_.begin());
+  trim();
+}
+
+void SessionTable::forget_replica(std::uint64_t replica) {
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    if (it->second == replica) {
+      where_.erase(it->first);
+      it = lru_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void SessionTable::set_capacity(std::size_t capacity) {
+  capacity_ = capacity;
+  trim();
+}
+
+void SessionTable::trim() {
+  while (where_.size() > capacity_) {
+    where_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
 Choice choose_prefix_aware(const PrefixAwareConfig& cfg, std::span<const Candidate> c, std::uint64_t random) {
   Choice out;
   if (c.empty()) return out;
-  double total = 1, weights = 0;  // the fleet's load with this request, and its capacity
-  for (const auto& x : c) total += std::max(0, x.outstanding), weights += x.weight > 0 ? x.weight : 0;
-  auto within_bound = [&](const Candidate& x) {
-    if (!(weights > 0)) return true;
-    const double share = total * (x.weight > 0 ? x.weight : 0) / weights;
-    return x.outstanding + 1 <= std::ceil(cfg.load_bound * share - 1e-9);
-  };
+  const double total = load_sum(c), weights = weight_sum(c);
+  auto within_bound = [&](const Candidate& x) { return fits(cfg, x, total, weights); };
   std::size_t longest = 0;
   int best = -1;
   for (std::size_t i = 0; i < c.size(); ++i) {

@@ -7,6 +7,7 @@ import e2e_runner  # noqa: E402
 import test_faults  # noqa: E402
 import test_features  # noqa: E402
 import test_hardening  # noqa: E402
+import test_routing  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(e2e_runner.run((test_faults, test_features, test_hardening)))
+    sys.exit(e2e_runner.run((test_faults, test_features, test_hardening, test_routing)))

@@ -11,7 +11,33 @@
 
 namespace tidegate::gateway {
 
-enum class BalancerKind { kLeastOutstandingP2C, kRoundRobin, kWeighted };
+enum class BalancerKind { kLeastOutstandingP2C, kRoundRobin, kWeighted, kPrefixAware };
+
+// balancer: prefix_aware (routing/README.md). The prompt (a chat request's `messages` as sent, a
+// completion's `prompt`) is cut into block_bytes blocks hashed as a chain; each replica has an
+// LRU of the hashes routed to it, as large as the prompt text its KV cache holds:
+//   blocks = kv_tokens_per_replica x bytes_per_token / block_bytes.
+struct PrefixRoutingConfig {
+  std::size_t block_bytes = 128;             // ~32 tokens
+  std::size_t max_prompt_bytes = 1u << 20;   // hash at most this much of a prompt
+  double kv_tokens_per_replica = 400000;     // vLLM, Llama-3-8B on one A100-80GB (sim/README.md)
+  double bytes_per_token = 4;                // English text; the gateway's estimate elsewhere too
+  double load_bound = 1.25;                  // no replica above this x its share of the load
+  std::size_t min_match_blocks = 1;
+  std::size_t index_blocks() const {
+    return block_bytes ? static_cast<std::size_t>(kv_tokens_per_replica * bytes_per_token / static_cast<double>(block_bytes)) : 0;
+  }
+};
+
+// Session affinity: requests of one session go to the replica that served the session before,
+// while it is routable and within the load bound. A session is the header's value, else the
+// OpenAI `user` field when use_user is set. Off when header is empty and use_user false.
+struct AffinityConfig {
+  std::string header;      // e.g. x-session-id
+  bool use_user = false;
+  std::size_t max_sessions = 100000;  // remembered sessions (least recent forgotten)
+  bool enabled() const { return !header.empty() || use_user; }
+};
 
 struct ReplicaConfig {
   std::string id;
@@ -46,6 +72,8 @@ struct ModelConfig {
   int max_concurrency_per_replica = 64;
   QueueConfig queue;
   HealthConfig health;
+  PrefixRoutingConfig prefix;
+  AffinityConfig affinity;
   std::vector<ReplicaConfig> replicas;  // may be empty when a scaler manages the model
   // Upstream key for replicas without their own api_key (also those the scaler adds).
   std::string replica_api_key;

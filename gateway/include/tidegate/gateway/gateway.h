@@ -76,6 +76,10 @@ struct RequestContext {
   bool local_reply = false;    // answered by a filter or the gateway, not a replica
   std::string replica_id;
   std::string replica_class;
+  // Why the balancer chose the replica (prefix_aware, session affinity): "prefix",
+  // "least_loaded", "bounded", "affinity"; empty for the other balancers.
+  std::string_view route_reason;
+  std::size_t prefix_blocks_matched = 0;
   // -1: unknown. During a stream, completion_tokens counts content chunks (about one token
   // each) until the usage chunk gives the real figures.
   std::int64_t prompt_tokens = -1;

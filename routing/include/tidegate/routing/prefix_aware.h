@@ -84,6 +84,28 @@ struct Choice {
 Choice choose_prefix_aware(const PrefixAwareConfig& config, std::span<const Candidate> candidates,
                            std::uint64_t random);
 
+// Whether candidate i may take one more request under the bounded-load rule.
+bool within_load_bound(const PrefixAwareConfig& config, std::span<const Candidate> candidates, std::size_t i);
+
+// Sessions pinned to replicas (session affinity): an LRU of session key -> replica key,
+// bounded, the least recent session forgotten first.
+class SessionTable final {
+ public:
+  explicit SessionTable(std::size_t capacity) : capacity_(capacity) {}
+  // The replica the session was pinned to (0 when none); refreshes its recency.
+  std::uint64_t find(std::uint64_t session);
+  void pin(std::uint64_t session, std::uint64_t replica);
+  void forget_replica(std::uint64_t replica);  // a replica removed, ejected or restarted
+  void set_capacity(std::size_t capacity);
+  std::size_t size() const { return where_.size(); }
+
+ private:
+  void trim();
+  std::size_t capacity_;
+  std::list<std::pair<std::uint64_t, std::uint64_t>> lru_;  // most recent first
+  std::unordered_map<std::uint64_t, std::list<std::pair<std::uint64_t, std::uint64_t>>::iterator> where_;
+};
+
 // Power of two choices on load per weight, the fallback above and the gateway's default.
 int least_loaded_of_two(std::span<const Candidate> candidates, std::uint64_t random);
 
