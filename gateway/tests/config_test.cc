@@ -165,8 +165,8 @@ models:
   EXPECT_EQ(m.affinity.max_sessions, 500u);
   const auto& d = c->models[1];  // defaults
   EXPECT_EQ(d.balancer, BalancerKind::kLeastOutstandingP2C);
-  EXPECT_EQ(d.prefix.block_bytes, 128u);
-  EXPECT_EQ(d.prefix.index_blocks(), 400000u * 4 / 128);
+  EXPECT_EQ(d.prefix.block_bytes, 512u);
+  EXPECT_EQ(d.prefix.index_blocks(), 400000u * 4 / 512);
   EXPECT_FALSE(d.affinity.enabled());
 
   auto e = error_of("models:\n  - name: m\n    prefix_routing: {load_bound: 0.5}\n");

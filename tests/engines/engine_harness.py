@@ -105,10 +105,10 @@ def engines(source_root, n, **kw):
     return started
 
 
-def model_yaml(name, ports, *, health_interval="1s", failures=3, cap=SLOTS, extra=""):
+def model_yaml(name, ports, *, health_interval="1s", failures=3, cap=SLOTS, extra="", balancer="least_outstanding"):
     reps = "\n".join(f"      - {{id: r{i}, url: \"http://127.0.0.1:{p}\"}}" for i, p in enumerate(ports))
     return f"""  - name: {name}
-    balancer: least_outstanding
+    balancer: {balancer}
     max_concurrency_per_replica: {cap}
     queue: {{max_length: 200, max_wait: 60s}}
     health: {{path: /health, interval: {health_interval}, timeout: 1s, failures_to_eject: {failures}}}

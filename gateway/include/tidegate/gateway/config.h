@@ -18,7 +18,7 @@ enum class BalancerKind { kLeastOutstandingP2C, kRoundRobin, kWeighted, kPrefixA
 // LRU of the hashes routed to it, as large as the prompt text its KV cache holds:
 //   blocks = kv_tokens_per_replica x bytes_per_token / block_bytes.
 struct PrefixRoutingConfig {
-  std::size_t block_bytes = 128;             // ~32 tokens
+  std::size_t block_bytes = 512;             // ~128 tokens (see routing/README.md: cost)
   std::size_t max_prompt_bytes = 1u << 20;   // hash at most this much of a prompt
   double kv_tokens_per_replica = 400000;     // vLLM, Llama-3-8B on one A100-80GB (sim/README.md)
   double bytes_per_token = 4;                // English text; the gateway's estimate elsewhere too

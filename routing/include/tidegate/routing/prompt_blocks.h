@@ -16,7 +16,7 @@
 namespace tidegate::routing {
 
 struct PromptBlocksConfig {
-  std::size_t block_bytes = 128;     // ~32 tokens of English (about 4 bytes a token)
+  std::size_t block_bytes = 512;     // ~128 tokens of English (about 4 bytes a token)
   std::size_t max_bytes = 1u << 20;  // hash at most this much of a prompt
 };
 
