@@ -37,7 +37,7 @@ double unix_now() {
 DashboardFeed::Bucket& DashboardFeed::bucket_at(double t) {
   const double t0 = std::floor(t / step_s_) * step_s_;
   if (buckets_.empty() || buckets_.back().t0 < t0) {
-    buckets_.push_back(Bucket{t0, {}, {}, {}, {}});
+    buckets_.push_back(Bucket{t0, {}, {}, {}, {}, {}});
     while (buckets_.size() > points_) buckets_.pop_front();
   }
   // A clock step backwards lands in the newest bucket rather than rewriting history.
@@ -63,11 +63,13 @@ void DashboardFeed::on_complete(const gateway::RequestContext& ctx) {
 }
 
 void DashboardFeed::sample(double t, const std::map<std::string, double>& queue_depth,
-                           const std::map<std::string, std::pair<int, int>>& desired_active) {
+                           const std::map<std::string, std::pair<int, int>>& desired_active,
+                           const std::map<std::string, double>& prefix_hit_ratio) {
   std::lock_guard lock(mu_);
   auto& b = bucket_at(t);
   b.queue_depth = queue_depth;
   b.desired_active = desired_active;
+  b.prefix_hit_ratio = prefix_hit_ratio;
 }
 
 void DashboardFeed::add_series(double t, boost::json::object& out) {
@@ -83,7 +85,7 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
     for (const auto& [model, depth] : b.queue_depth) models.insert(model);
   }
   boost::json::array p50, p99, ttfb;
-  std::map<std::string, boost::json::array> queue, desired, active;
+  std::map<std::string, boost::json::array> queue, desired, active, prefix;
   for (auto i = first; i <= now_index; ++i) {
     const double t0 = static_cast<double>(i) * step_s_;
     const auto it = by_index.find(i);
@@ -98,6 +100,7 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
       queue[model].push_back(boost::json::array{t0, std::move(depth)});
     }
     if (!b) continue;
+    for (const auto& [replica, ratio] : b->prefix_hit_ratio) prefix[replica].push_back(boost::json::array{t0, ratio});
     for (const auto& [model, da] : b->desired_active) {
       desired[model].push_back(boost::json::array{t0, da.first});
       active[model].push_back(boost::json::array{t0, da.second});
@@ -112,6 +115,10 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
   for (auto& [model, pts] : active) slines[model + " active"] = std::move(pts);
   out["queue_depth"] = series("Queue depth", "requests", std::move(qlines));
   if (!slines.empty()) out["scaler_decisions"] = series("Scaler: desired vs active", "replicas", std::move(slines));
+  boost::json::object plines;
+  for (auto& [replica, pts] : prefix) plines[replica] = std::move(pts);
+  if (!plines.empty())
+    out["prefix_cache_hit_ratio"] = series("Prefix-cache hit ratio by replica", "ratio", std::move(plines));
 }
 
 }  // namespace tidegate::app

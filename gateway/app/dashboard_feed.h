@@ -23,8 +23,10 @@ class DashboardFeed final : public gateway::RequestFilter {
   bool reads_request_body() const override { return false; }
   bool runs_before_forward() const override { return false; }  // it only watches completions
   // Called about once a step by the housekeeping thread.
+  // `prefix_hit_ratio`: "model replica" -> the replica's engine prefix-cache hit ratio.
   void sample(double t, const std::map<std::string, double>& queue_depth,
-              const std::map<std::string, std::pair<int, int>>& desired_active);
+              const std::map<std::string, std::pair<int, int>>& desired_active,
+              const std::map<std::string, double>& prefix_hit_ratio = {});
   // Adds this feed's series into `series` (the cost snapshot's "series" object).
   void add_series(double t, boost::json::object& series);
   double step_s() const { return step_s_; }
@@ -43,6 +45,7 @@ class DashboardFeed final : public gateway::RequestFilter {
     Reservoir ttfb_s;
     std::map<std::string, double> queue_depth;
     std::map<std::string, std::pair<int, int>> desired_active;
+    std::map<std::string, double> prefix_hit_ratio;
   };
   Bucket& bucket_at(double t);  // mu_ held
   void offer(Reservoir& r, double v);  // mu_ held

@@ -114,15 +114,17 @@ class Housekeeping final {
     if (!c_.dashboard) return;
     std::map<std::string, double> queue;
     std::map<std::string, std::pair<int, int>> scaling;
+    std::map<std::string, double> prefix;
     const auto config = gw_.config();  // models added by a reload are sampled too
     for (const auto& m : config->models) {
       queue[m.name] = static_cast<double>(gw_.signals().sample(m.name).queue_depth);
       if (c_.scaler) {
         const auto decisions = c_.scaler->recent_decisions(m.name);
         if (!decisions.empty()) scaling[m.name] = {decisions.back().desired, c_.scaler->counts(m.name).active};
+        for (const auto& [replica, ratio] : c_.scaler->prefix_hit_ratios(m.name)) prefix[m.name + " " + replica] = ratio;
       }
     }
-    c_.dashboard->sample(t, queue, scaling);
+    c_.dashboard->sample(t, queue, scaling, prefix);
   }
 
   app::Components c_;

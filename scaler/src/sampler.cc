@@ -72,6 +72,7 @@ void SignalSampler::engine_signals(const std::vector<Endpoint>& active, SampleDe
   int n_waiting = 0, n_running = 0, n_kv = 0, n_counters = 0, n_rate = 0;
   std::set<std::string> engines;
   std::string counted;  // the replicas whose prefix counters are in the sums
+  std::map<std::string, std::pair<double, double>> replica_prefix;
   for (const auto& e : active) {
     const auto body = fetch_("http://" + e.host + ":" + std::to_string(e.port) + config_.metrics_path);
     if (!body) {
@@ -84,12 +85,32 @@ void SignalSampler::engine_signals(const std::vector<Endpoint>& active, SampleDe
     if (m.waiting) waiting += *m.waiting, ++n_waiting;
     if (m.running) running += *m.running, ++n_running;
     if (m.kv_usage) kv += *m.kv_usage, ++n_kv;
-    if (m.prefix_queries_total && m.prefix_hits_total)
+    if (m.prefix_queries_total && m.prefix_hits_total) {
+      const auto key = e.host + ":" + std::to_string(e.port);
       queries += *m.prefix_queries_total, hits += *m.prefix_hits_total, resolution += m.prefix_resolution,
-          ++n_counters, counted += e.host + ":" + std::to_string(e.port) + " ";
+          ++n_counters, counted += key + " ";
+      // Per replica, for routing's dashboards: its own difference since the last sample with
+      // enough tokens (a restart, counters going down, starts afresh).
+      const auto last = replica_prefix_.find(key);
+      const double min_tokens = 50 * std::max(1.0, m.prefix_resolution);
+      if (last == replica_prefix_.end() || *m.prefix_queries_total < last->second.first ||
+          *m.prefix_hits_total < last->second.second) {
+        replica_prefix[key] = {*m.prefix_queries_total, *m.prefix_hits_total};
+        replica_prefix_ratio_.erase(key);
+      } else if (const double dq = *m.prefix_queries_total - last->second.first; dq >= min_tokens) {
+        replica_prefix[key] = {*m.prefix_queries_total, *m.prefix_hits_total};
+        replica_prefix_ratio_[key] = std::clamp((*m.prefix_hits_total - last->second.second) / dq, 0.0, 1.0);
+      } else {
+        replica_prefix[key] = last->second;
+      }
+    }
     else if (m.prefix_hit_rate)
       rate += *m.prefix_hit_rate, ++n_rate;
   }
+  // Replicas gone from the routed set are forgotten (their series go with them).
+  replica_prefix_ = std::move(replica_prefix);
+  std::erase_if(replica_prefix_ratio_, [&](const auto& kv) { return !replica_prefix_.count(kv.first); });
+  d.prefix_hit_ratio_by_replica = replica_prefix_ratio_;
   if (d.engines_scraped == 0) {
     if (d.engines_failed > 0) f["engine.scrape"] = "no replica answered " + config_.metrics_path;
     return;

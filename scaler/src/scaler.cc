@@ -29,6 +29,7 @@ struct Scaler::Pool {
   PoolCounts counts;
   ActuatorStats stats;
   int warm_target = 0;
+  std::map<std::string, double> prefix_hit_ratio;  // per routed replica, "host:port"
 };
 
 namespace {
@@ -190,6 +191,7 @@ void Scaler::tick_pool(Pool& p, double t) {
   if (metrics_) {
     metrics_->record(p.config.model, d, counts, stats, p.controller->replaced_total());
     metrics_->record_missing(p.config.model, p.sampler->missing());
+    metrics_->record_prefix(p.config.model, detail.prefix_hit_ratio_by_replica);
   }
   std::lock_guard lock(state_mutex_);
   p.decisions.push(std::move(d), options_.wall_clock());
@@ -199,6 +201,14 @@ void Scaler::tick_pool(Pool& p, double t) {
   p.warm_target = p.controller->warm_target();
   p.counts = counts;
   p.stats = stats;
+  p.prefix_hit_ratio = detail.prefix_hit_ratio_by_replica;
+}
+
+std::map<std::string, double> Scaler::prefix_hit_ratios(const std::string& model) const {
+  std::lock_guard lock(state_mutex_);
+  for (const auto& p : pools_)
+    if (p->config.model == model) return p->prefix_hit_ratio;
+  return {};
 }
 
 json::object Scaler::admin_state() const {
@@ -240,8 +250,11 @@ json::object Scaler::admin_state() const {
                                      {"samples", m.samples},
                                      {"warnings", m.warnings}});
     }
+    json::object prefix;
+    for (const auto& [replica, ratio] : p->prefix_hit_ratio) prefix[replica] = ratio;
     const auto& pol = p->config.policy;
     pools.push_back(json::object{
+        {"prefix_cache_hit_ratio", std::move(prefix)},
         {"model", p->config.model},
         {"replica_class", p->config.replica_class},
         {"actuator", std::string(p->actuator->kind())},

@@ -32,7 +32,31 @@ ScalerMetrics::ScalerMetrics(prometheus::Registry& r)
                    .Name("tidegate_scaler_signal_missing")
                    .Help("1 while a signal is missing from what the scaler samples (engine metric, GPU utilisation, "
                          "or a signal a configured target needs); 0 once it is back")
-                   .Register(r)) {}
+                   .Register(r)),
+      prefix_(prometheus::BuildGauge()
+                  .Name("tidegate_replica_prefix_cache_hit_ratio")
+                  .Help("Prompt tokens a routed replica's engine found in its prefix cache over those it looked up, "
+                        "between the scaler's last two samples with enough tokens (vllm:prefix_cache_hits_total / "
+                        "queries_total, sglang:cached_tokens_total / prompt_tokens_total, llama.cpp's cached prompt "
+                        "tokens)")
+                  .Register(r)) {}
+
+void ScalerMetrics::record_prefix(const std::string& model, const std::map<std::string, double>& by_replica) {
+  auto& series = prefix_series_[model];
+  for (auto it = series.begin(); it != series.end();) {
+    if (by_replica.count(it->first)) {
+      ++it;
+      continue;
+    }
+    prefix_.Remove(it->second);
+    it = series.erase(it);
+  }
+  for (const auto& [replica, ratio] : by_replica) {
+    auto& g = series[replica];
+    if (!g) g = &prefix_.Add({{"model", model}, {"replica", replica}});
+    g->Set(ratio);
+  }
+}
 
 void ScalerMetrics::record_missing(const std::string& model, const std::map<std::string, MissingSignal>& missing) {
   auto& seen = missing_seen_[model];

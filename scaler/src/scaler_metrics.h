@@ -23,6 +23,9 @@ class ScalerMetrics final {
               std::uint64_t faults);
   // 1 while a signal is missing, 0 once it is back (so an alert clears).
   void record_missing(const std::string& model, const std::map<std::string, MissingSignal>& missing);
+  // Per replica prefix-cache hit ratio from the engines' counters; series of replicas no longer
+  // routed are removed.
+  void record_prefix(const std::string& model, const std::map<std::string, double>& by_replica);
 
  private:
   prometheus::Family<prometheus::Gauge>& replicas_;
@@ -33,6 +36,8 @@ class ScalerMetrics final {
   prometheus::Family<prometheus::Counter>& faults_;
   prometheus::Family<prometheus::Gauge>& signal_;
   prometheus::Family<prometheus::Gauge>& missing_;
+  prometheus::Family<prometheus::Gauge>& prefix_;
+  std::map<std::string, std::map<std::string, prometheus::Gauge*>> prefix_series_;  // model -> replica
   std::map<std::string, std::set<std::string>> missing_seen_;  // per model: every signal ever exported
 };
 

@@ -173,6 +173,41 @@ TEST(Sampler, PrefixCountersStartAfreshWhenTheReplicaSetChanges) {
   EXPECT_EQ(m.prefix_hits_total, 4);
 }
 
+TEST(Sampler, PrefixHitRatioPerReplicaForRoutingDashboards) {
+  std::map<std::string, std::string> bodies;
+  auto engine = [](double queries, double hits) {
+    return "vllm:prefix_cache_queries_total " + std::to_string(queries) + "\nvllm:prefix_cache_hits_total " +
+           std::to_string(hits) + "\n";
+  };
+  Fetcher fetch = [&](const std::string& url) -> std::optional<std::string> { return bodies.at(url); };
+  SamplerConfig cfg;
+  cfg.model = "llama";
+  cfg.nvml = false;
+  SignalSampler sampler(cfg, fetch);
+  SampleDetail d;
+  bodies["http://a:1/metrics"] = engine(1000, 100);
+  bodies["http://b:1/metrics"] = engine(5000, 0);
+  sampler.sample(0, nullptr, {{"a", 1}, {"b", 1}}, &d);
+  EXPECT_TRUE(d.prefix_hit_ratio_by_replica.empty());  // one reading is no interval yet
+  bodies["http://a:1/metrics"] = engine(2000, 900);   // 800 of 1000 cached
+  bodies["http://b:1/metrics"] = engine(5010, 5);     // 10 tokens: too few to tell
+  d = {};
+  sampler.sample(1, nullptr, {{"a", 1}, {"b", 1}}, &d);
+  EXPECT_DOUBLE_EQ(d.prefix_hit_ratio_by_replica.at("a:1"), 0.8);
+  EXPECT_EQ(d.prefix_hit_ratio_by_replica.count("b:1"), 0u);
+  // b restarts (counters down: starts afresh), a keeps its last ratio while idle; then a leaves.
+  bodies["http://b:1/metrics"] = engine(100, 0);
+  d = {};
+  sampler.sample(2, nullptr, {{"a", 1}, {"b", 1}}, &d);
+  EXPECT_DOUBLE_EQ(d.prefix_hit_ratio_by_replica.at("a:1"), 0.8);
+  EXPECT_EQ(d.prefix_hit_ratio_by_replica.count("b:1"), 0u);
+  bodies["http://b:1/metrics"] = engine(1100, 250);
+  d = {};
+  sampler.sample(3, nullptr, {{"b", 1}}, &d);
+  EXPECT_EQ(d.prefix_hit_ratio_by_replica.count("a:1"), 0u);
+  EXPECT_DOUBLE_EQ(d.prefix_hit_ratio_by_replica.at("b:1"), 0.25);
+}
+
 TEST(Sampler, WorkSignalsAreDifferencedAndTtftReadAtTheSlo) {
   std::map<std::string, std::string> bodies;
   auto engine = [](double queries, double hits) {

@@ -17,10 +17,12 @@ KNOWN = {
     # cost extras and the gateway/scaler names the panels and rules also use
     "tidegate_replica_cost_usd_total", "tidegate_tokens_total", "tidegate_budget_spend_usd",
     "tidegate_budget_limit_usd", "tidegate_queue_wait_seconds", "tidegate_scaler_signal",
+    "tidegate_replica_prefix_cache_hit_ratio",
 }
 HIST = ("_bucket", "_sum", "_count")
 REQUIRED_TITLES = ["requests / s", "p50 / p99", "first token", "cache hit ratio", "saved", "cost by tenant",
-                   "cost by model", "replicas by state", "queue depth", "gpu utilisation", "scaler decisions"]
+                   "cost by model", "replicas by state", "queue depth", "gpu utilisation", "scaler decisions",
+                   "prefix-cache hit ratio"]
 
 
 def metric_names(expr):

@@ -37,5 +37,20 @@ TEST(DashboardFeed, EmptyBucketsAreNull) {
     EXPECT_TRUE(p.as_array().at(1).is_null());
 }
 
+TEST(DashboardFeed, PrefixHitRatioPerReplica) {
+  DashboardFeed feed(1.0, 3);
+  boost::json::object out;
+  feed.add_series(unix_now(), out);
+  EXPECT_FALSE(out.contains("prefix_cache_hit_ratio"));  // no scaler, no engine counters: no panel
+  feed.sample(unix_now(), {}, {}, {{"m 127.0.0.1:9001", 0.75}, {"m 127.0.0.1:9002", 0.25}});
+  out = {};
+  feed.add_series(unix_now(), out);
+  const auto& s = out.at("prefix_cache_hit_ratio").as_object();
+  EXPECT_EQ(s.at("unit").as_string(), "ratio");
+  const auto& lines = s.at("lines").as_object();
+  EXPECT_DOUBLE_EQ(lines.at("m 127.0.0.1:9001").as_array().back().as_array().at(1).as_double(), 0.75);
+  EXPECT_DOUBLE_EQ(lines.at("m 127.0.0.1:9002").as_array().back().as_array().at(1).as_double(), 0.25);
+}
+
 }  // namespace
 }  // namespace tidegate::app

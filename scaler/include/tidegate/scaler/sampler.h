@@ -57,6 +57,10 @@ struct SampleDetail {
   std::optional<double> gpu_util;
   std::string gpu_source;  // "dcgm", "nvml" or ""
   std::optional<double> prefix_hit_ratio;
+  // Per routed replica ("host:port"): its engine's prefix-cache hit ratio since the previous
+  // sample that had enough prompt tokens to tell (cached / queried tokens). Replicas whose
+  // engine exports no prefix counters are absent.
+  std::map<std::string, double> prefix_hit_ratio_by_replica;
 };
 
 class SignalSampler final {
@@ -85,6 +89,8 @@ class SignalSampler final {
   std::optional<GatewaySignals> last_gateway_;       // previous sample: counters are differenced
   std::optional<std::pair<double, double>> last_prefix_;  // (queries, hits) summed over engines
   std::string prefix_replicas_;                           // ... of these replicas
+  std::map<std::string, std::pair<double, double>> replica_prefix_;  // per replica: (queries, hits) last taken
+  std::map<std::string, double> replica_prefix_ratio_;               // ... and the ratio they gave
   Fetcher fetch_;
   const NvmlGpuUtil* nvml_;
   std::map<std::string, MissingSignal> missing_;

@@ -72,6 +72,8 @@ class Scaler final {
   // The latest decision of each record of the admin list, oldest first.
   std::vector<Decision> recent_decisions(const std::string& model) const;
   PoolCounts counts(const std::string& model) const;
+  // The routed replicas' prefix-cache hit ratios from their engines' counters ("host:port").
+  std::map<std::string, double> prefix_hit_ratios(const std::string& model) const;
 
  private:
   struct Pool;
