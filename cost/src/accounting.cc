@@ -267,7 +267,7 @@ std::uint64_t CostAccountingImpl::request_started(const RequestLabels& labels, c
 }
 
 void CostAccountingImpl::request_progress(std::uint64_t handle, std::int64_t prompt_tokens,
-                                          std::int64_t completion_tokens, double t) {
+                                          std::int64_t completion_tokens, double t, std::int64_t cached_prompt_tokens) {
   std::lock_guard lock(mu_);
   note_time(t);
   const auto it = requests_.find(handle);
@@ -290,7 +290,10 @@ void CostAccountingImpl::request_progress(std::uint64_t handle, std::int64_t pro
   live_.add(t, t, "tokens", "completion", c - r.completion);
   r.prompt = p;
   r.completion = c;
-  if (r.billing == Billing::kReplica) ledger_.progress(handle, config_->work(p, c), t);
+  // The engine's count of cached prompt tokens arrives with its usage, once; it only lowers the
+  // work (never below what the uncached prompt and the completion already did).
+  r.cached = std::clamp(std::max(r.cached, static_cast<double>(cached_prompt_tokens)), 0.0, p);
+  if (r.billing == Billing::kReplica) ledger_.progress(handle, config_->work(p, c, r.cached), t);
   sync_events();
 }
 

@@ -26,8 +26,8 @@ class CostAccountingImpl final : public CostAccounting, private AccrualSink {
   void replica_state(const std::string& replica_id, const std::string& model, const std::string& replica_class,
                      ReplicaState state, double t) override;
   std::uint64_t request_started(const RequestLabels& labels, const std::string& replica_id, double t) override;
-  void request_progress(std::uint64_t handle, std::int64_t prompt_tokens, std::int64_t completion_tokens,
-                        double t) override;
+  void request_progress(std::uint64_t handle, std::int64_t prompt_tokens, std::int64_t completion_tokens, double t,
+                        std::int64_t cached_prompt_tokens = 0) override;
   double request_finished(std::uint64_t handle, double t) override;
   double cache_hit(const RequestLabels& labels, std::int64_t prompt_tokens, std::int64_t completion_tokens, double t,
                    double* saving) override;
@@ -51,6 +51,7 @@ class CostAccountingImpl final : public CostAccounting, private AccrualSink {
     Billing billing = Billing::kNone;
     double t_start = 0;
     double prompt = 0, completion = 0;
+    double cached = 0;  // of prompt, from the engine's prefix cache
     double reserved = 0;
   };
   struct ModelStats {

@@ -176,11 +176,16 @@ std::shared_ptr<const CostConfig> parse_cost_config(const YAML::Node& node, cons
   }
   const auto attribution = node["attribution"];
   const auto attr_path = path_join(path, "attribution");
-  yaml_reject_unknown(attribution, attr_path, {"w_prefill", "w_decode"});
+  yaml_reject_unknown(attribution, attr_path, {"w_prefill", "w_decode", "w_cached_prompt"});
   cfg->w_prefill = yaml_double(attribution, "w_prefill", attr_path, 1.0, 0.0);
   cfg->w_decode = yaml_double(attribution, "w_decode", attr_path, 4.0, 0.0);
   if (cfg->w_prefill + cfg->w_decode <= 0)
     throw ConfigError(attr_path, yaml_line(attribution), "w_prefill and w_decode cannot both be 0");
+  // By default a tenth of a prefilled token (cost/README.md); never more than one.
+  cfg->w_cached_prompt = yaml_double(attribution, "w_cached_prompt", attr_path, 0.1 * cfg->w_prefill, 0.0);
+  if (cfg->w_cached_prompt > cfg->w_prefill)
+    throw ConfigError(attr_path + ".w_cached_prompt", yaml_line(attribution["w_cached_prompt"]),
+                      "must not exceed w_prefill (a cached token skips work, it adds none)");
   cfg->cache_lookup_usd = yaml_double(node, "cache_lookup_usd", path, cfg->cache_lookup_usd, 0.0);
   cfg->savings_ewma_alpha = yaml_double(node, "savings_ewma_alpha", path, 0.1, 0.001, 1.0);
   parse_tags(node["tags"], path_join(path, "tags"), cfg->tags);

@@ -44,6 +44,26 @@ TEST_F(Attribution, ConcurrentStreamsShareByTokenWork) {
   EXPECT_DOUBLE_EQ(metric_sum(registry, "tidegate_tokens_total", "type", "completion"), 400);
 }
 
+TEST_F(Attribution, CachedPromptTokensArePricedLower) {
+  // Two requests in one segment with the same prompt and answer; b's engine found 900 of its
+  // 1000 prompt tokens in its prefix cache. Work: a = 1000 + 4*50 = 1200, b = 100 + 900*0.1 +
+  // 4*50 = 390 (w_cached_prompt 0.1): the 10 s share 1200 : 390.
+  acc->replica_state("r1", "llama", "", ReplicaState::kActive, 0);
+  const auto ha = acc->request_started(a, "r1", 0);
+  const auto hb = acc->request_started(b, "r1", 0);
+  acc->request_progress(ha, 1000, 50, 10);
+  acc->request_progress(hb, 1000, 50, 10, 900);
+  const double ca = acc->request_finished(ha, 10);
+  const double cb = acc->request_finished(hb, 10);
+  EXPECT_NEAR(ca, 10.0 * 1200 / 1590, 1e-9);
+  EXPECT_NEAR(cb, 10.0 * 390 / 1590, 1e-9);
+  expect_conserved();
+  // A cached count above the prompt is capped at the prompt.
+  CostConfig c;
+  EXPECT_DOUBLE_EQ(c.work(100, 0, 500), 100 * c.w_cached_prompt);
+  EXPECT_DOUBLE_EQ(c.work(100, 10, -5), 100 + 40);
+}
+
 TEST_F(Attribution, IdleAndStandbyFollowTheLifecycle) {
   acc->replica_state("r1", "llama", "half", ReplicaState::kStarting, 0);  // $0.5/s
   acc->replica_state("r1", "llama", "half", ReplicaState::kWarm, 10);     // $0.5/s

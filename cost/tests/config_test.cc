@@ -99,6 +99,7 @@ TEST(CostConfig, BadInputsRejected) {
   EXPECT_EQ(expect_error("tags: {labels: ['bad-name']}\n").key(), "cost.tags.labels[0]");
   EXPECT_EQ(expect_error("alerts: {webhook_url: 'https://x'}\n").key(), "cost.alerts.webhook_url");
   EXPECT_EQ(expect_error("attribution: {w_prefill: 0, w_decode: 0}\n").key(), "cost.attribution");
+  EXPECT_EQ(expect_error("attribution: {w_prefill: 1, w_cached_prompt: 2}\n").key(), "cost.attribution.w_cached_prompt");
   EXPECT_EQ(expect_error("prices: {}\n").key(), "cost.prices");
 }
 

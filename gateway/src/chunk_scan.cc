@@ -22,6 +22,7 @@ class ChunkScanner {
       // A repeated key: the last one wins, as in boost::json (the fuzzer's K2).
       f.prompt_tokens.reset();
       f.completion_tokens.reset();
+      f.cached_tokens.reset();
       if (s_.peek() != '{') {
         f.usage_is_object = false;
         return s_.skip(1);
@@ -30,6 +31,20 @@ class ChunkScanner {
       return s_.object(2, [&](const JsonString& k) {
         if (JsonScanner::key_is(k, "prompt_tokens")) return int_field(f.prompt_tokens, 2);
         if (JsonScanner::key_is(k, "completion_tokens")) return int_field(f.completion_tokens, 2);
+        if (JsonScanner::key_is(k, "prompt_tokens_details")) {
+          f.cached_tokens.reset();
+          if (s_.peek() != '{') return s_.skip(2);
+          return s_.object(3, [&](const JsonString& d) {
+            return JsonScanner::key_is(d, "cached_tokens") ? int_field(f.cached_tokens, 3) : s_.skip(3);
+          });
+        }
+        return s_.skip(2);
+      });
+    }
+    if (JsonScanner::key_is(key, "timings")) {  // llama.cpp: its own block beside usage
+      if (s_.peek() != '{') return s_.skip(1);
+      return s_.object(2, [&](const JsonString& k) {
+        if (JsonScanner::key_is(k, "cache_n")) return int_field(f.timings_cache_n, 2);
         return s_.skip(2);
       });
     }
@@ -101,7 +116,9 @@ class ChunkScanner {
 
 bool scan_chunk(std::string_view text, ChunkFacts& facts) {
   facts = ChunkFacts{};
-  return ChunkScanner(text).document(facts);
+  if (!ChunkScanner(text).document(facts)) return false;
+  if (!facts.cached_tokens) facts.cached_tokens = facts.timings_cache_n;  // usage's own field wins
+  return true;
 }
 
 }  // namespace tidegate::gateway

@@ -27,6 +27,11 @@ struct ChunkFacts {
   bool has_choices = false;  // "choices" is a non-empty array
   std::optional<std::int64_t> prompt_tokens;      // usage.*, when integers in int64 range
   std::optional<std::int64_t> completion_tokens;
+  // Prompt tokens the engine found in its prefix cache: usage.prompt_tokens_details.cached_tokens
+  // (OpenAI's field; vLLM with --enable-prompt-tokens-details, SGLang), else llama.cpp's
+  // timings.cache_n.
+  std::optional<std::int64_t> cached_tokens;
+  std::optional<std::int64_t> timings_cache_n;  // llama.cpp's, folded into cached_tokens
   // The first object in "choices" whose "index" is absent or the integer 0.
   std::optional<ChoiceFacts> choice;
 };

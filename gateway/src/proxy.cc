@@ -397,6 +397,7 @@ void Session::on_upstream_body(beast::error_code) {
   refused_by_.reset();
   summarize_response_body(up_body_, summary_);
   ctx_->prompt_tokens = summary_.prompt_tokens;
+  ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
   ctx_->completion_tokens = summary_.completion_tokens;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
@@ -529,6 +530,7 @@ void Session::release_replica(Outcome outcome) {
   replica_.reset();
   if (ctx_) {
     if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
+    if (summary_.cached_prompt_tokens >= 0) ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
     if (summary_.completion_tokens >= 0) ctx_->completion_tokens = summary_.completion_tokens;
     for (auto& f : impl_->filters) f->on_attempt_end(*ctx_, outcome == Outcome::kSuccess);
   }

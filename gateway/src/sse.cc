@@ -86,6 +86,7 @@ ChunkKind accumulate_stream_chunk(std::string_view data, CompletionSummary& s) {
   if (!scan_chunk(data, f)) return {};
   if (f.prompt_tokens) s.prompt_tokens = *f.prompt_tokens;
   if (f.completion_tokens) s.completion_tokens = *f.completion_tokens;
+  if (f.cached_tokens && *f.cached_tokens >= 0) s.cached_prompt_tokens = *f.cached_tokens;
   bool has_content = false;
   if (f.choice) {
     const auto& c = *f.choice;
@@ -109,6 +110,7 @@ void summarize_response_body(std::string_view body, CompletionSummary& s) {
   if (!scan_chunk(body, f)) return;
   if (f.prompt_tokens) s.prompt_tokens = *f.prompt_tokens;
   if (f.completion_tokens) s.completion_tokens = *f.completion_tokens;
+  if (f.cached_tokens && *f.cached_tokens >= 0) s.cached_prompt_tokens = *f.cached_tokens;
   if (f.choice) {
     const auto& c = *f.choice;
     if (c.message_is_object) {

@@ -49,6 +49,7 @@ struct CompletionSummary {
   std::string finish_reason;   // choice 0
   std::int64_t prompt_tokens = -1;      // -1 = upstream did not say
   std::int64_t completion_tokens = -1;
+  std::int64_t cached_prompt_tokens = -1;  // -1 = upstream did not say
   bool done = false;           // saw "data: [DONE]"
 };
 

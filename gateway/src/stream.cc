@@ -98,6 +98,7 @@ void Session::relay_stream_bytes() {
   const bool hooks = !impl_->filters.empty();
   auto update_tokens = [this] {
     if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
+    if (summary_.cached_prompt_tokens >= 0) ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
     ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
   };
   bool progress = false;  // events not yet reported to on_stream_event
@@ -189,6 +190,7 @@ void Session::write_stream_chunk(bool last) {
 void Session::finish_stream() {
   upstream_end_ = Clock::now();
   ctx_->prompt_tokens = summary_.prompt_tokens;
+  ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
   ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
@@ -209,6 +211,7 @@ void Session::end_stream_with_error(const ApiError& e) {
   ctx_->status = 200;  // the head already said 200; the reason records what happened
   ctx_->reason = e.code;
   ctx_->prompt_tokens = summary_.prompt_tokens;
+  ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
   ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;

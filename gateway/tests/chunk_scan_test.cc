@@ -227,3 +227,23 @@ TEST(ChunkScan, WholeStreamThroughParser) {
   EXPECT_EQ(usage_only, 1);
   EXPECT_TRUE(s.done);
 }
+
+TEST(ChunkScan, CachedPromptTokensFromUsageDetailsOrLlamaCppTimings) {
+  ChunkFacts f;
+  ASSERT_TRUE(scan_chunk(R"({"usage":{"prompt_tokens":900,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":768}}})", f));
+  EXPECT_EQ(f.cached_tokens, 768);
+  EXPECT_EQ(f.prompt_tokens, 900);
+  ASSERT_TRUE(scan_chunk(R"({"choices":[],"timings":{"prompt_n":12,"cache_n":500},"usage":{"prompt_tokens":512}})", f));
+  EXPECT_EQ(f.cached_tokens, 500);  // llama.cpp's own block
+  ASSERT_TRUE(scan_chunk(R"({"usage":{"prompt_tokens":9,"prompt_tokens_details":null}})", f));
+  EXPECT_FALSE(f.cached_tokens);
+  // usage details win over timings whichever comes first; a repeated usage key starts afresh.
+  ASSERT_TRUE(scan_chunk(R"({"usage":{"prompt_tokens_details":{"cached_tokens":7}},"timings":{"cache_n":3}})", f));
+  EXPECT_EQ(f.cached_tokens, 7);
+  ASSERT_TRUE(scan_chunk(R"({"usage":{"prompt_tokens_details":{"cached_tokens":7}},"usage":{"prompt_tokens":1}})", f));
+  EXPECT_FALSE(f.cached_tokens);
+  EXPECT_FALSE(scan_chunk(R"({"usage":{"prompt_tokens_details":{"cached_tokens":}}})", f));
+  CompletionSummary s;
+  summarize_response_body(R"({"choices":[],"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":8}}})", s);
+  EXPECT_EQ(s.cached_prompt_tokens, 8);
+}

@@ -63,8 +63,10 @@ class CostAccounting {
   // A request routed to a replica. Returns a handle for progress/finish.
   virtual std::uint64_t request_started(const RequestLabels& labels, const std::string& replica_id, double t) = 0;
   // Cumulative token counts so far (streams report as chunks pass; others at the end).
+  // `cached_prompt_tokens`: of the prompt, found in the engine's prefix cache (priced at
+  // CostConfig::w_cached_prompt); 0 when the engine does not say.
   virtual void request_progress(std::uint64_t handle, std::int64_t prompt_tokens, std::int64_t completion_tokens,
-                                double t) = 0;
+                                double t, std::int64_t cached_prompt_tokens = 0) = 0;
   // Final; returns the request's cost in USD. Failed requests are finished too (their cost counts).
   virtual double request_finished(std::uint64_t handle, double t) = 0;
 

@@ -58,6 +58,8 @@ struct CostConfig {
   std::map<std::string, ApiPrice> api_models;
   double w_prefill = 1.0;
   double w_decode = 4.0;
+  // A prompt token the engine found in its prefix cache (cost/README.md: derivation).
+  double w_cached_prompt = 0.1;
   double cache_lookup_usd = 0.00001;  // gateway compute for one cache hit (embedding + search)
   double savings_ewma_alpha = 0.1;    // weight of the newest finished request
   TagPolicy tags;
@@ -73,8 +75,10 @@ struct CostConfig {
 
   bool has_class(const std::string& name) const { return replica_classes.count(name) != 0; }
   // Weighted token work, the unit requests share replica time by.
-  double work(double prompt_tokens, double completion_tokens) const {
-    return prompt_tokens * w_prefill + completion_tokens * w_decode;
+  // `cached_prompt_tokens` are part of `prompt_tokens`: priced at w_cached_prompt instead of w_prefill.
+  double work(double prompt_tokens, double completion_tokens, double cached_prompt_tokens = 0) const {
+    const double cached = cached_prompt_tokens < 0 ? 0 : cached_prompt_tokens > prompt_tokens ? prompt_tokens : cached_prompt_tokens;
+    return (prompt_tokens - cached) * w_prefill + cached * w_cached_prompt + completion_tokens * w_decode;
   }
 };
 

@@ -84,6 +84,7 @@ struct RequestContext {
   // each) until the usage chunk gives the real figures.
   std::int64_t prompt_tokens = -1;
   std::int64_t completion_tokens = -1;
+  std::int64_t cached_prompt_tokens = -1;  // of prompt_tokens, found in the engine's prefix cache
   std::string content;         // choice 0, accumulated across stream chunks
   std::string finish_reason;
   bool complete = false;       // the replica's answer arrived whole (stream reached [DONE])
