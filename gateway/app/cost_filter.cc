@@ -67,7 +67,8 @@ void CostFilter::on_attempt_end(gateway::RequestContext& ctx, bool success) {
 void CostFilter::report_progress(const gateway::RequestContext& ctx, const State& s, double now) {
   if (ctx.prompt_tokens < 0 && ctx.completion_tokens < 0) return;  // nothing known yet
   accounting_->request_progress(s.handle, std::max<std::int64_t>(0, ctx.prompt_tokens),
-                                std::max<std::int64_t>(0, ctx.completion_tokens), now);
+                                std::max<std::int64_t>(0, ctx.completion_tokens), now,
+                                std::max<std::int64_t>(0, ctx.cached_prompt_tokens));
 }
 
 void CostFilter::settle(const gateway::RequestContext& ctx, State& s) {
