@@ -67,13 +67,40 @@ Calibration calibrate_threshold(std::vector<CalibrationRow> rows, double max_fal
   return out;
 }
 
-std::vector<CalibrationRow> read_calibration_rows(const std::string& path) {
+double combined_score(const std::array<double, 3>& combine, double cosine, double probability) {
+  const double p = std::clamp(probability, 1e-7, 1 - 1e-7);
+  const double z = combine[0] + combine[1] * cosine + combine[2] * std::log(p / (1 - p));
+  return 1.0 / (1.0 + std::exp(-z));
+}
+
+std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::array<double, 3>* combine) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("calibration file " + path + " cannot be read");
   std::vector<CalibrationRow> rows;
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
     if (line.empty() || line[0] == '#' || line.rfind("score", 0) == 0) continue;
+    if (line.rfind("combine,", 0) == 0) {
+      std::array<double, 3> c{};
+      std::size_t pos = 8;
+      bool ok = true;
+      for (std::size_t k = 0; k < 3 && ok; ++k) {
+        const auto end = k < 2 ? line.find(',', pos) : line.size();
+        try {
+          std::size_t used = 0;
+          const auto field = line.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+          c[k] = std::stod(field, &used);
+          ok = used == field.size() && std::isfinite(c[k]);
+        } catch (const std::exception&) {
+          ok = false;
+        }
+        if (end == std::string::npos) ok = ok && k == 2;
+        pos = end == std::string::npos ? line.size() : end + 1;
+      }
+      if (!ok) throw std::runtime_error("calibration file " + path + " line " + std::to_string(n) + ": expected combine,a,b,c");
+      if (combine) *combine = c;
+      continue;
+    }
     const auto comma = line.find(',');
     CalibrationRow r;
     std::size_t used = 0;

@@ -312,17 +312,20 @@ std::optional<Match> SemanticCacheImpl::verified_match(const CachePlan& plan, co
     return std::nullopt;
   }
   metrics_.verify_seconds.Observe(seconds_since(t2));
+  // The calibrated score of each candidate: its verifier probability combined with its cosine.
+  std::vector<double> score(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) score[i] = combined_score(vc.combine, kept[i].similarity, p[i]);
   std::size_t best = 0;
   for (std::size_t i = 1; i < p.size(); ++i)
-    if (p[i] > p[best]) best = i;
-  r.probability = p[best];
-  if (!(p[best] >= calibration.threshold)) {
+    if (score[i] > score[best]) best = i;
+  r.probability = static_cast<float>(score[best]);
+  if (!(score[best] >= calibration.threshold)) {
     metrics_.tier("verifier", "rejected");
     ++verifier_rejects_;
     return std::nullopt;
   }
   metrics_.tier("verifier", "hit");
-  metrics_.hit_probability.Observe(p[best]);
+  metrics_.hit_probability.Observe(score[best]);
   ++verified_hits_;
   r.similarity = kept[best].similarity;
   return std::move(kept[best]);

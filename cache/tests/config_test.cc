@@ -2,6 +2,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -345,4 +346,21 @@ TEST(CacheConfig, CalibrationFileLinesAreChecked) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
   }
+}
+
+TEST(CacheConfig, CalibrationFileCarriesTheScoreCombination) {
+  const auto dir = make_calibration("calib-combine", 2000, 2000);
+  {
+    std::ofstream f(dir / kCalibrationFile, std::ios::app);
+    f << "combine,-3.5,4.25,0.5\n";
+  }
+  auto c = parse("cache:\n  max_false_hit_rate: 0.05\n  verifier: {dir: " + dir.string() + "}\n");
+  EXPECT_DOUBLE_EQ(c->verifier.combine[0], -3.5);
+  EXPECT_DOUBLE_EQ(c->verifier.combine[1], 4.25);
+  EXPECT_DOUBLE_EQ(c->verifier.combine[2], 0.5);
+  EXPECT_NEAR(combined_score({0, 0, 1}, 0.9, 0.8), 0.8, 1e-9);  // the default: the probability alone
+  EXPECT_NEAR(combined_score({-3.5, 4.25, 0.5}, 0.9, 0.5), 1 / (1 + std::exp(3.5 - 4.25 * 0.9)), 1e-9);
+  std::ofstream(dir / kCalibrationFile, std::ios::app) << "combine,1,2\n";
+  const auto err = error_of("cache:\n  max_false_hit_rate: 0.05\n  verifier: {dir: " + dir.string() + "}\n");
+  EXPECT_NE(err.find("expected combine,a,b,c"), std::string::npos) << err;
 }

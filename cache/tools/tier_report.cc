@@ -1,6 +1,7 @@
 #include "tier_report.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/math/distributions/binomial.hpp>
 #include <chrono>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 
 #include "../src/model_dir.h"
+#include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/calibration.h"
 #include "tidegate/cache/faiss_index.h"
 #include "tidegate/cache/policy.h"
@@ -157,6 +159,61 @@ boost::json::object tier(const std::vector<Row>& rows) {
   return out;
 }
 
+// Logistic regression of the label on (1, cosine, logit p) over the candidates `label` gives 0 or
+// 1 for (-1: not used), by Newton's method with a small ridge; returns {a, b, c}.
+template <typename Label>
+std::array<double, 3> fit_combiner(const std::vector<std::vector<std::size_t>>& kept,
+                                   const std::vector<std::vector<float>>& cosines, const std::vector<float>& prob,
+                                   Label label) {
+  std::vector<std::array<double, 3>> x;
+  std::vector<double> y;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    for (std::size_t k = 0; k < kept[i].size(); ++k, ++at) {
+      const int l = label(i, kept[i][k]);
+      if (l < 0) continue;
+      const double p = std::clamp(static_cast<double>(prob[at]), 1e-7, 1 - 1e-7);
+      x.push_back({1.0, cosines[i][k], std::log(p / (1 - p))});
+      y.push_back(l);
+    }
+  std::array<double, 3> w = {0, 0, 1};
+  if (x.size() < 10) return w;
+  constexpr double kRidge = 1e-3;
+  for (int iter = 0; iter < 50; ++iter) {
+    double g[3] = {0, 0, 0}, hm[3][3] = {{kRidge, 0, 0}, {0, kRidge, 0}, {0, 0, kRidge}};
+    for (std::size_t r = 0; r < x.size(); ++r) {
+      const double z = w[0] * x[r][0] + w[1] * x[r][1] + w[2] * x[r][2];
+      const double p = 1.0 / (1.0 + std::exp(-z));
+      for (int a = 0; a < 3; ++a) {
+        g[a] += (p - y[r]) * x[r][a];
+        for (int b = 0; b < 3; ++b) hm[a][b] += p * (1 - p) * x[r][a] * x[r][b];
+      }
+    }
+    for (int a = 0; a < 3; ++a) g[a] += kRidge * w[a];
+    // Solve hm * d = g (3x3, Cramer's rule).
+    auto det3 = [](double m[3][3]) {
+      return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+             m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+    };
+    const double det = det3(hm);
+    if (std::abs(det) < 1e-12) break;
+    double d[3];
+    for (int c = 0; c < 3; ++c) {
+      double m[3][3];
+      for (int a = 0; a < 3; ++a)
+        for (int b = 0; b < 3; ++b) m[a][b] = b == c ? g[a] : hm[a][b];
+      d[c] = det3(m) / det;
+    }
+    double step = 0;
+    for (int a = 0; a < 3; ++a) {
+      w[a] -= d[a];
+      step = std::max(step, std::abs(d[a]));
+    }
+    if (step < 1e-9) break;
+  }
+  return w;
+}
+
 }  // namespace
 
 std::string resolve_minilm_dir() {
@@ -184,8 +241,9 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
     if (q1[j] != q1[i]) return Outcome::kOther;
     return in.duplicate[i] ? Outcome::kTrue : Outcome::kFalse;
   };
-  // Per lookup: its kept candidates (top k above the floor that pass the guard).
+  // Per lookup: its kept candidates (top k above the floor that pass the guard) and their cosines.
   std::vector<std::vector<std::size_t>> kept(n);
+  std::vector<std::vector<float>> kept_cos(n);
   std::vector<PairTokens> pairs;
   std::vector<std::size_t> pair_owner;
   for (std::size_t i = 0; i < n; ++i) {
@@ -207,6 +265,7 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
       ++seen;  // a candidate takes its place whether or not the guard keeps it, as in the cache
       if (!lexical_guard(q2[i], q1[j])) continue;
       kept[i].push_back(j);
+      kept_cos[i].push_back(h[c].score);
       pairs.push_back(verifier.encode(q2[i], q1[j]));
       pair_owner.push_back(i);
     }
@@ -224,20 +283,33 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
     if ((s / kChunk) % 100 == 0) std::cerr << "verified " << s << "/" << pairs.size() << "\n";
   }
   const double verify_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    double best = kNoHit;
-    std::size_t best_j = 0;
-    for (const auto j : kept[i]) {
-      if (prob[at] > best) {
-        best = prob[at];
-        best_j = j;
+  // The decision score: the verifier's probability combined with the candidate's cosine by a
+  // logistic layer fitted on the rows 0 mod 4 (labelled candidates: each lookup's own
+  // question1); the calibration rows are 2 mod 4, the reported ones odd.
+  const auto combine = fit_combiner(kept, kept_cos, prob, [&](std::size_t i, std::size_t j) {
+    if (i % 4 != 0 || q1[j] != q1[i]) return -1;
+    return in.duplicate[i] ? 1 : 0;
+  });
+  std::vector<Row> raw(n);  // the verifier's probability alone
+  auto decide = [&](std::vector<Row>& rows, const std::array<double, 3>& c) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      rows[i].duplicate = in.duplicate[i];
+      double best = kNoHit;
+      std::size_t best_j = 0;
+      for (std::size_t k = 0; k < kept[i].size(); ++k, ++at) {
+        const double score = combined_score(c, kept_cos[i][k], prob[at]);
+        if (score > best) {
+          best = score;
+          best_j = kept[i][k];
+        }
       }
-      ++at;
+      rows[i].score = best;
+      if (best != kNoHit) rows[i].outcome = outcome_of(i, best_j);
     }
-    verified[i].score = best;
-    if (best != kNoHit) verified[i].outcome = outcome_of(i, best_j);
-  }
+  };
+  decide(raw, {0, 0, 1});
+  decide(verified, combine);
 
   boost::json::object out;
   out["protocol"] =
@@ -252,29 +324,38 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
   out["verify_seconds"] = verify_s;
   out["cosine_only"] = tier(cosine);
   out["cosine_guards"] = tier(guarded);
+  out["cosine_guards_verifier_alone"] = tier(raw);
   out["cosine_guards_verifier"] = tier(verified);
+  out["combine"] = boost::json::array{combine[0], combine[1], combine[2]};
+  out["combine_rule"] =
+      "score = sigmoid(a + b * cosine + c * logit(verifier probability)), fitted on rows 0 mod 4 (own "
+      "question1 candidates, label = duplicate); calibration rows 2 mod 4; report rows odd";
 
   // The calibrated decision as the cache makes it: a threshold on the verifier's probability
   // from the even rows' scores, then the false-hit rate it gives on the odd rows.
+  // Only labelled outcomes calibrate: a lookup whose best candidate is another row's question1
+  // (often the same question asked again, which no label covers) is left out, as precision does.
   std::vector<CalibrationRow> calib;
-  for (std::size_t i = 0; i < n; i += 2)
-    if (verified[i].score != kNoHit) calib.push_back({verified[i].score, verified[i].outcome == Outcome::kTrue});
+  for (std::size_t i = 2; i < n; i += 4)
+    if (verified[i].score != kNoHit && verified[i].outcome != Outcome::kOther)
+      calib.push_back({verified[i].score, verified[i].outcome == Outcome::kTrue});
   boost::json::object calibrated;
   for (const double rate : {0.01, 0.03, 0.05, 0.1}) {
     const auto c = calibrate_threshold(calib, rate, in.confidence);
     boost::json::object o{{"ok", c.ok}, {"calibration_rows", c.rows}};
     if (c.ok) {
       const auto counts = count(verified, 1, c.threshold);
-      const auto wrong = counts.fp + counts.other;
       o["probability_threshold"] = c.threshold;
       o["calibration_accepted"] = c.accepted;
+      o["calibration_false_hits"] = c.false_hits;
       o["calibration_upper_bound"] = c.upper_bound;
-      o["report_hits"] = counts.hits();
-      o["report_false_hits"] = wrong;
-      o["report_false_hit_rate"] = ratio(wrong, counts.hits(), 0.0);
-      o["report_false_hit_rate_ci95"] = interval(wrong, counts.hits());
+      o["report_labelled_hits"] = counts.tp + counts.fp;
+      o["report_false_hits"] = counts.fp;
+      o["report_false_hit_rate"] = ratio(counts.fp, counts.tp + counts.fp, 0.0);
+      o["report_false_hit_rate_ci95"] = interval(counts.fp, counts.tp + counts.fp);
       o["report_recall"] = ratio(counts.tp, counts.positives, 0.0);
-      o["report_precision"] = ratio(counts.tp, counts.tp + counts.fp, 1.0);
+      o["report_hits_on_other_questions"] = counts.other;
+      o["report_cache_precision"] = ratio(counts.tp, counts.hits(), 1.0);
     } else {
       o["why"] = c.why;
     }
@@ -285,12 +366,14 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
   if (!calibration_out.empty()) {
     std::ofstream f(calibration_out, std::ios::trunc);
     if (!f) throw std::runtime_error("cannot write " + calibration_out);
-    f << "# Pair verifier calibration scores (tidegate-cache-eval --write-calibration): for each even row (0-based)\n"
+    f << "# Pair verifier calibration scores (tidegate-cache-eval --write-calibration): for each row 2 mod 4 (0-based)\n"
          "# of the pairs file whose lookup had a candidate (top "
       << in.candidates << " above cosine " << in.floor
-      << ", lexical guard), the verifier's\n# highest probability and whether serving that candidate was right "
-         "(its own question1, labelled duplicate).\nscore,correct\n";
+      << ", lexical guard) and whose best candidate was its own question1, the verifier's\n# highest "
+         "decision score and the pair's label (1: duplicate, so serving it was right). The score is\n"
+         "# sigmoid(a + b * cosine + c * logit(verifier probability)), a b c on the combine line (fitted on rows 0 mod 4).\n";
     f.precision(9);
+    f << "combine," << combine[0] << "," << combine[1] << "," << combine[2] << "\nscore,correct\n";
     for (const auto& r : calib) f << r.score << "," << (r.correct ? 1 : 0) << "\n";
   }
   return out;

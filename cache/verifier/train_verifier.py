@@ -27,9 +27,16 @@ orders (the verifier should not care which side is cached).
   build/train-venv/bin/pip install -r cache/verifier/requirements.txt
   build/train-venv/bin/python cache/verifier/train_verifier.py --out cache/verifier/model
 
-Status (2026-12-02): smoke-run only (`--limit 320 --epochs 1`: 75 s on 2 cores, writes the three
-files); an earlier version of this design trained 2 epochs in about 31 minutes on 2 cores to a
-held-out AUC of 0.91. The C++ runtime that loads the output is not in the repository yet.
+Shipped weights (cache/verifier/model, 2026-12-03): trained with
+  --epochs 1 --limit 20000 --lr 8e-5   (the first 20,000 training items: 10,000 pairs, both orders)
+on the 2-core CPU box while it was shared with other builds: 625 steps in 1,949 s (32.5 min; 1.9 to
+6 s a step depending on the load), held-out AUC 0.722 (manifest.json). That is far from what the
+cache needs (the verifier alone never reaches precision 0.85 on quora_dev; bench/RESULTS.md); a
+full run (2 epochs, about 4,900 steps) takes 3 to 8 hours on this box, or minutes on a GPU.
+--init/--skip continue a run on further items. fixtures.json (24 held-out pairs: ids, token types,
+torch's probability on the bf16 weights) is what cache/encoder's parity test checks.
+The C++ runtime: cache/encoder/src/pair_verifier.cc; calibration.csv beside the weights is
+written by tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
 """
 import argparse
 import csv
@@ -193,6 +200,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N pairs only (smoke runs)")
+    ap.add_argument("--skip", type=int, default=0, help="leave out the first N training items (before --limit)")
+    ap.add_argument("--init", default="", help="start from this verifier.safetensors (continue a run)")
     args = ap.parse_args()
 
     started = time.time()
@@ -211,10 +220,15 @@ def main():
         dest.append((*pt.pair(ta, tb), y))
         if dest is train:
             dest.append((*pt.pair(tb, ta), y))
+    train = train[args.skip:]
     if args.limit:
         train = train[:args.limit]
     weights = load_file(os.path.join(args.minilm, "model.safetensors"))
-    model = CrossEncoder(weights, args.layers).to(device)
+    model = CrossEncoder(weights, args.layers)
+    if args.init:
+        for k, v in load_file(args.init).items():
+            model.p[k.replace(".", "__")].data.copy_(v.float())
+    model = model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     steps = args.epochs * math.ceil(len(train) / args.batch)
@@ -239,7 +253,9 @@ def main():
     print("held out:", metrics, flush=True)
 
     os.makedirs(args.out, exist_ok=True)
-    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out")}
+    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init")}
+    if args.init:
+        hp["init_sha256"] = sha256(args.init)
     save_file(model.exported(), os.path.join(args.out, "verifier.safetensors"),
               metadata={"layers": str(args.layers), "max_tokens": str(args.max_tokens), "format": "tidegate-pair-verifier-1"})
     manifest = {

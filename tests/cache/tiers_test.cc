@@ -125,13 +125,13 @@ TEST(CacheTiers, VerifierProbabilityAgainstTheCalibratedThresholdDecides) {
   auto r = h.lookup(h.plan(chat_body(kParaphrase)));
   ASSERT_EQ(r.status, CacheStatus::kHit);
   EXPECT_EQ(r.answer.content, "Paris.");
-  EXPECT_FLOAT_EQ(r.probability, 0.95f);
+  EXPECT_NEAR(r.probability, 0.95f, 1e-5);
   EXPECT_LT(r.similarity, 0.99f);  // cosine alone (threshold 0.99) would have missed
   EXPECT_EQ(v->last_candidates(), std::vector<std::string>{kStored});
   v->set(kStored, 0.85f);
   r = h.lookup(h.plan(chat_body(kParaphrase)));
   EXPECT_EQ(r.status, CacheStatus::kMiss);
-  EXPECT_FLOAT_EQ(r.probability, 0.85f);
+  EXPECT_NEAR(r.probability, 0.85f, 1e-5);
   EXPECT_EQ(h.counter("tidegate_cache_tier_total", "outcome=hit"), 1);
   EXPECT_EQ(h.counter("tidegate_cache_tier_total", "outcome=rejected"), 1);
   EXPECT_NE(h.metrics_text().find("tidegate_cache_tier_total{outcome=\"rejected\",tier=\"verifier\"} 1"),

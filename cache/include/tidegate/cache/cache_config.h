@@ -1,6 +1,7 @@
 #pragma once
 // The `cache:` config section, parsed once into an immutable object (parse_cache_config in
 // semantic_cache.h). Every field has a default so `cache: {enabled: true}` is a working cache.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -78,14 +79,22 @@ struct VerifierConfig {
   std::size_t candidates = 4;  // top-k from the scope's index...
   double floor = 0.8;          // ...with cosine at least this
   double confidence = 0.95;    // of the one-sided bound on the false-hit rate
+  // How a candidate's cosine and verifier probability make the score the calibrated threshold
+  // applies to (combined_score). Read from calibration.csv, where the evaluator that wrote the
+  // scores put the coefficients it fitted; {0, 0, 1} is the verifier's probability alone.
+  std::array<double, 3> combine = {0, 0, 1};
 };
 
 inline constexpr const char* kDefaultVerifierDir = "cache/verifier/model";
 inline constexpr const char* kCalibrationFile = "calibration.csv";
 
-// Reads `path` (lines "score,correct"; '#' comments and a header line allowed). Throws
+// Reads `path` (lines "score,correct"; '#' comments and a header line allowed; an optional line
+// "combine,a,b,c" gives the decision score's coefficients, see VerifierConfig::combine). Throws
 // std::runtime_error naming the file and line.
-std::vector<CalibrationRow> read_calibration_rows(const std::string& path);
+std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::array<double, 3>* combine = nullptr);
+
+// The decision score of a candidate: sigmoid(a + b * cosine + c * logit(verifier probability)).
+double combined_score(const std::array<double, 3>& combine, double cosine, double probability);
 
 // Per model pool (keyed by the public model name).
 struct ModelCacheConfig {
