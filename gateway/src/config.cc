@@ -45,7 +45,7 @@ void parse_url(const std::string& url, const std::string& path, int line, Replic
 }
 
 BalancerKind parse_balancer(const YAML::Node& node, const std::string& path) {
-  const auto text = yaml_string(node, "balancer", path, std::string("least_outstanding"));
+  const auto text = yaml_string(node, "balancer", path, std::string("prefix_aware"));
   if (text == "least_outstanding" || text == "p2c") return BalancerKind::kLeastOutstandingP2C;
   if (text == "round_robin") return BalancerKind::kRoundRobin;
   if (text == "weighted") return BalancerKind::kWeighted;

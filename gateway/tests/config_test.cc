@@ -77,7 +77,7 @@ TEST(GatewayConfig, DefaultsForEverythingLeftOut) {
   EXPECT_TRUE(c->api_keys.empty());  // open mode
   const auto* m = c->find_model("m");
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->balancer, BalancerKind::kLeastOutstandingP2C);
+  EXPECT_EQ(m->balancer, BalancerKind::kPrefixAware);
   EXPECT_EQ(m->max_concurrency_per_replica, 64);
   EXPECT_EQ(m->queue.max_length, 100u);
   EXPECT_DOUBLE_EQ(m->queue.max_wait_s, 30);
@@ -164,7 +164,7 @@ models:
   EXPECT_TRUE(m.affinity.use_user);
   EXPECT_EQ(m.affinity.max_sessions, 500u);
   const auto& d = c->models[1];  // defaults
-  EXPECT_EQ(d.balancer, BalancerKind::kLeastOutstandingP2C);
+  EXPECT_EQ(d.balancer, BalancerKind::kPrefixAware);
   EXPECT_EQ(d.prefix.block_bytes, 512u);
   EXPECT_EQ(d.prefix.index_blocks(), 400000u * 4 / 512);
   EXPECT_FALSE(d.affinity.enabled());

@@ -68,7 +68,9 @@ struct HealthConfig {
 
 struct ModelConfig {
   std::string name;
-  BalancerKind balancer = BalancerKind::kLeastOutstandingP2C;
+  // The default: measured better (bench/RESULTS.md); a prompt shorter than a block, or one no
+  // replica holds, is balanced as least_outstanding.
+  BalancerKind balancer = BalancerKind::kPrefixAware;
   int max_concurrency_per_replica = 64;
   QueueConfig queue;
   HealthConfig health;
