@@ -31,14 +31,20 @@ def first_token_s(client, url, body):
     first, text = None, []
     with client.stream("POST", url, json=body) as r:
         assert r.status_code == 200, r.read()
+        raw = []
         for line in r.iter_lines():
+            raw.append(line)
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             for c in json.loads(line[6:]).get("choices", []):
                 piece = (c.get("delta") or {}).get("content")
-                if piece:
+                # The first token: content, or the end when the model answered nothing at all.
+                if piece or c.get("finish_reason"):
                     first = first if first is not None else time.perf_counter() - t0
+                if piece:
                     text.append(piece)
+    if first is None:
+        raise AssertionError(f"no token in the stream: {raw[-3:]}")
     return first, "".join(text)
 
 
@@ -54,7 +60,8 @@ def cached_tokens(engs):
 def run(balancer, conversations, turns):
     engs = engines(ROOT, 3)
     gw = Gateway(os.path.join(ROOT, "build", "bin", "tidegate"),
-                 model_yaml("m", [e.port for e in engs], health_interval="0", balancer=balancer))
+                 model_yaml("m", [e.port for e in engs], health_interval="0", balancer=balancer),
+                 timeouts=", first_byte: 120s, between_chunks: 120s, total: 300s")
     ttfts = {t: [] for t in range(turns)}
     try:
         history = {c: [{"role": "system", "content": f"Customer {c}. " + RECORD * 12}] for c in range(conversations)}
