@@ -213,3 +213,22 @@ TEST(CacheTiers, UnloadableVerifierFallsBackToCosineAndSaysWhy) {
   EXPECT_EQ(tiers.at("verifier").as_string(), "unavailable");
   EXPECT_FALSE(tiers.at("verifier_problem").as_string().empty());
 }
+
+TEST(CacheTiers, LoadsTheShippedVerifier) {
+  const std::string minilm = std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultMiniLMDir;
+  const std::string dir = std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultVerifierDir;
+  if (!std::filesystem::exists(minilm + "/model.safetensors"))
+    GTEST_SKIP() << "MiniLM weights not installed (run scripts/setup.sh); looked in " << minilm;
+  auto cfg = tiered_config(0.5);
+  cfg.embedder.model_dir = minilm;
+  cfg.verifier.dir = dir;
+  cfg.verifier.timeout_s = 10;  // a loaded CI box must not turn this into a timeout
+  CacheHarness h(cfg);  // the test embedder for vectors, the real verifier for pairs
+  const auto tiers = h.cache->stats().at("tiers").as_object();
+  ASSERT_EQ(tiers.at("verifier").as_string(), "pair-verifier") << boost::json::serialize(tiers);
+  h.insert_and_wait(h.plan(chat_body(kStored)), "Paris.");
+  const auto r = h.lookup(h.plan(chat_body(kParaphrase)));
+  EXPECT_NE(r.status, CacheStatus::kBypass);
+  EXPECT_GE(r.probability, 0.f);  // the verifier decided
+  EXPECT_LE(r.probability, 1.f);
+}
