@@ -340,7 +340,7 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
     if (verified[i].score != kNoHit && verified[i].outcome != Outcome::kOther)
       calib.push_back({verified[i].score, verified[i].outcome == Outcome::kTrue});
   boost::json::object calibrated;
-  for (const double rate : {0.01, 0.03, 0.05, 0.1}) {
+  for (const double rate : {0.01, 0.03, 0.05, 0.1, 0.15, 0.2}) {
     const auto c = calibrate_threshold(calib, rate, in.confidence);
     boost::json::object o{{"ok", c.ok}, {"calibration_rows", c.rows}};
     if (c.ok) {
