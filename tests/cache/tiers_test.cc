@@ -77,7 +77,7 @@ CacheConfig tiered_config(double probability_threshold = 0.9) {
   cal.threshold = probability_threshold;
   c.calibration = cal;
   c.verifier.floor = 0.5;  // the test embedder's similarities are lower than MiniLM's
-  c.verifier.timeout_s = 0.2;
+  c.verifier.timeout_s = 0.5;
   return c;
 }
 
@@ -181,7 +181,7 @@ TEST(CacheTiers, AFailingOrSlowVerifierIsAMissNeverAHit) {
   EXPECT_EQ(r.status, CacheStatus::kMiss);
   EXPECT_EQ(h.counter("tidegate_cache_tier_total", "outcome=error"), 1);
   v->fail(false);
-  v->delay(400);  // past verifier.timeout (200 ms), well within the lookup's 5 s
+  v->delay(1200);  // past verifier.timeout (500 ms), well within the lookup's 5 s
   r = h.lookup(h.plan(chat_body(kParaphrase)));
   EXPECT_EQ(r.status, CacheStatus::kMiss);
   EXPECT_EQ(h.counter("tidegate_cache_tier_total", "outcome=timeout"), 1);
