@@ -202,6 +202,7 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="train on the first N pairs only (smoke runs)")
     ap.add_argument("--skip", type=int, default=0, help="leave out the first N training items (before --limit)")
     ap.add_argument("--init", default="", help="start from this verifier.safetensors (continue a run)")
+    ap.add_argument("--max-seconds", type=float, default=0, help="stop training after this long (then evaluate and write)")
     args = ap.parse_args()
 
     started = time.time()
@@ -236,9 +237,14 @@ def main():
         opt, lambda s: min(1.0, s / max(1, steps // 20)) * max(0.0, (steps - s) / steps))
     rng = random.Random(args.seed)
     step = 0
+    stop = False
     for epoch in range(args.epochs):
         model.train()
         for ids, types, mask, y in batches(train, args.batch, True, rng):
+            if args.max_seconds and time.time() - started > args.max_seconds:
+                print(f"stopping at step {step}/{steps}: --max-seconds {args.max_seconds:.0f} reached", flush=True)
+                stop = True
+                break
             loss = F.binary_cross_entropy_with_logits(model(ids.to(device), types.to(device), mask.to(device)), y.to(device))
             opt.zero_grad()
             loss.backward()
@@ -248,12 +254,15 @@ def main():
             step += 1
             if step % 200 == 0:
                 print(f"epoch {epoch} step {step}/{steps} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
+        if stop:
+            break
     model = model.cpu()
     metrics = evaluate(model, hold)
     print("held out:", metrics, flush=True)
 
     os.makedirs(args.out, exist_ok=True)
     hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init")}
+    hp["steps_done"] = step
     if args.init:
         hp["init_sha256"] = sha256(args.init)
     save_file(model.exported(), os.path.join(args.out, "verifier.safetensors"),
