@@ -132,20 +132,22 @@ TEST(PrefixRouting, SessionAffinityPinsWhileWithinTheBound) {
     EXPECT_EQ(h->reason, "affinity");
     pool->release(r, Outcome::kSuccess);
   }
-  // Over its bound: with one in flight on the pinned replica, a second would exceed
-  // ceil(1.25 x 2 / 3) = 1, so it goes elsewhere and the session is pinned there; the third
-  // (bound ceil(1.25 x 3 / 3) = 2) follows it.
+  // Over its bound: up to two in flight a replica is never over it (routing's min_bound); a
+  // third would exceed ceil(1.25 x 3 / 3) = 2, so it goes elsewhere and the session is pinned
+  // there; the fourth (bound ceil(1.25 x 4 / 3) = 2) follows it.
   std::vector<ReplicaPtr> busy;
   std::vector<std::shared_ptr<RouteHint>> hints;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     hints.push_back(hint_for("", 42));
     busy.push_back(take(*pool, hints.back()));
   }
   EXPECT_EQ(busy[0]->id, first->id);
-  EXPECT_NE(busy[1]->id, first->id);
-  EXPECT_NE(hints[1]->reason, "affinity");
-  EXPECT_EQ(busy[2]->id, busy[1]->id);
-  EXPECT_EQ(hints[2]->reason, "affinity");
+  EXPECT_EQ(busy[1]->id, first->id);
+  EXPECT_EQ(hints[1]->reason, "affinity");
+  EXPECT_NE(busy[2]->id, first->id);
+  EXPECT_NE(hints[2]->reason, "affinity");
+  EXPECT_EQ(busy[3]->id, busy[2]->id);
+  EXPECT_EQ(hints[3]->reason, "affinity");
   for (auto& b : busy) pool->release(b, Outcome::kSuccess);
   // Bounded memory: two other sessions push session 42 out.
   pool->release(take(*pool, hint_for("", 7)), Outcome::kSuccess);

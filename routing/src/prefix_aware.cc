@@ -82,7 +82,7 @@ double load_sum(std::span<const Candidate> c) {
 bool fits(const PrefixAwareConfig& cfg, const Candidate& x, double total, double weights) {
   if (!(weights > 0)) return true;
   const double share = total * (x.weight > 0 ? x.weight : 0) / weights;
-  return x.outstanding + 1 <= std::ceil(cfg.load_bound * share - 1e-9);
+  return x.outstanding + 1 <= std::max(static_cast<double>(cfg.min_bound), std::ceil(cfg.load_bound * share - 1e-9));
 }
 }  // namespace
 

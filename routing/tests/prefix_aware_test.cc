@@ -143,7 +143,7 @@ TEST(PrefixAware, OnePrefixSharedByEveryRequestIsSpreadWithinTheBound) {
       int total = 1;
       for (const auto& x : c) total += x.outstanding;
       // The bound, checked from outside: the chosen replica's load after this request.
-      EXPECT_LE(c[ch.index].outstanding + 1, std::max(1.0, std::ceil(bound * total / 4.0)))
+      EXPECT_LE(c[ch.index].outstanding + 1, std::max<double>(cfg.min_bound, std::ceil(bound * total / 4.0)))
           << "bound " << bound << " request " << i;
       ++c[ch.index].outstanding;
       indexes[ch.index].insert(blocks);

@@ -60,6 +60,12 @@ struct PrefixAwareConfig {
   // load_bound x its weighted share of the fleet's load (rounded up), so no replica runs more
   // than (1 + epsilon) times the mean, whatever prefix every request shares.
   double load_bound = 1.25;
+  // ... except that a replica is never over its bound while it would hold at most this many
+  // requests: at such loads an engine's continuous batching takes one more at little cost, and
+  // the cache hit (or the session's replica) is worth more; the rule is for hot spots, and a
+  // strict one would also turn requests away on a count the gateway has not yet lowered (a
+  // client's next turn can arrive before its last answer's slot is released).
+  int min_bound = 2;
   // Matches shorter than this are not worth a less loaded replica: least-loaded decides.
   std::size_t min_match_blocks = 1;
 };
