@@ -165,12 +165,7 @@ void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline
   // Exact tier: the same normalised text in the same scope is a hit without embedding.
   if (config_->exact_tier) {
     const auto now_ms = now_unix_ms();
-    std::optional<Match> exact;
-    try {
-      exact = store_.exact(plan.scope_key, plan.text, now_ms);
-    } catch (const std::exception&) {
-      exact.reset();
-    }
+    auto exact = store_.exact(plan.scope_key, plan.text, now_ms);
     if (exact && exact->entry.tenant == plan.tenant && exact->entry.model == plan.model) {
       metrics_.tier("exact", "hit");
       ++exact_hits_;

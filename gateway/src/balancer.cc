@@ -8,25 +8,14 @@ int Balancer::pick(BalancerKind kind, const std::vector<Candidate>& c) {
   switch (kind) {
     case BalancerKind::kLeastOutstandingP2C:
     case BalancerKind::kPrefixAware:  // without a prompt to match (ReplicaPool handles the rest)
-      return least_outstanding_p2c(c);
+      // Two random choices, keep the less loaded (per weight): near-best balance without herding
+      // every request onto the single least-loaded replica, whose count is stale by the time
+      // requests land.
+      return routing::least_loaded_of_two(c, rng_());
     case BalancerKind::kRoundRobin: return static_cast<int>(round_robin_++ % c.size());
     case BalancerKind::kWeighted: return weighted_random(c);
   }
   return 0;
-}
-
-// Two random choices, keep the less loaded: near-best balance without herding every request
-// onto the single least-loaded replica (whose count is stale by the time requests land).
-int Balancer::least_outstanding_p2c(const std::vector<Candidate>& c) {
-  std::uniform_int_distribution<std::size_t> first(0, c.size() - 1);
-  std::uniform_int_distribution<std::size_t> second(0, c.size() - 2);
-  const auto a = first(rng_);
-  auto b = second(rng_);
-  if (b >= a) ++b;
-  // Load relative to weight, so a bigger replica (weight 2) counts half as loaded.
-  const double la = c[a].outstanding / (c[a].weight > 0 ? c[a].weight : 1e-9);
-  const double lb = c[b].outstanding / (c[b].weight > 0 ? c[b].weight : 1e-9);
-  return static_cast<int>(lb < la ? b : a);
 }
 
 int Balancer::weighted_random(const std::vector<Candidate>& c) {

@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "tidegate/gateway/config.h"
+#include "tidegate/routing/prefix_aware.h"
 
 namespace tidegate::gateway {
 
-struct Candidate {
-  int outstanding = 0;
-  double weight = 1.0;
-};
+// {outstanding, weight, matched_blocks}: the routing library's, so prefix-aware choice and the
+// plain balancers read the same candidates.
+using Candidate = routing::Candidate;
 
 class Balancer final {
  public:
@@ -22,7 +22,6 @@ class Balancer final {
   std::uint64_t random() { return rng_(); }
 
  private:
-  int least_outstanding_p2c(const std::vector<Candidate>& c);
   int weighted_random(const std::vector<Candidate>& c);
   std::mt19937_64 rng_;
   std::uint64_t round_robin_ = 0;

@@ -136,16 +136,18 @@ void Session::make_route_hint(const ModelConfig& mc) {
     if (key.empty() && mc.affinity.use_user) key = ctx_->user;
     if (!key.empty()) session = routing::hash_bytes(key, 0x5e55) | 1;  // never 0 (= none)
   }
-  if (!prefix && !session) return;
-  route_hint_ = std::make_shared<RouteHint>();
-  route_hint_->session = session;
+  std::string_view prompt;
   if (prefix && parsed_ && parsed_->prompt_end > parsed_->prompt_begin) {
     const auto body = parsed_->client_body;
     const auto end = std::min(parsed_->prompt_end, body.size());
-    const auto begin = std::min(parsed_->prompt_begin, end);
-    routing::prompt_blocks(body.substr(begin, end - begin), {mc.prefix.block_bytes, mc.prefix.max_prompt_bytes},
-                           route_hint_->blocks);
+    prompt = body.substr(std::min(parsed_->prompt_begin, end), end - std::min(parsed_->prompt_begin, end));
   }
+  // A prompt shorter than one block has nothing to match: without a session it is balanced as
+  // least_outstanding, and allocates nothing (most small requests).
+  if (prompt.size() < mc.prefix.block_bytes && !session) return;
+  route_hint_ = std::make_shared<RouteHint>();
+  route_hint_->session = session;
+  routing::prompt_blocks(prompt, {mc.prefix.block_bytes, mc.prefix.max_prompt_bytes}, route_hint_->blocks);
 }
 
 void Session::on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica) {

@@ -58,7 +58,9 @@ ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude, Rout
     if (!routable(r) || r.outstanding >= config_.max_concurrency_per_replica ||
         std::find(exclude.begin(), exclude.end(), r.serial) != exclude.end())
       continue;
-    candidates_.push_back(Candidate{r.outstanding, r.weight});
+    // The prefix match only where it is used: pick_prefix_aware_locked reads it.
+    const bool match = hint && config_.balancer == BalancerKind::kPrefixAware;
+    candidates_.push_back(Candidate{r.outstanding, r.weight, match ? r.prefixes.match(hint->blocks) : 0});
     candidate_index_.push_back(i);
   }
   if (candidates_.empty()) return nullptr;
@@ -78,20 +80,15 @@ ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude, Rout
 // plain balancer when the pool does not route on prefixes.
 int ReplicaPool::pick_prefix_aware_locked(RouteHint& hint) {
   const bool prefix_aware = config_.balancer == BalancerKind::kPrefixAware;
-  route_candidates_.clear();
-  for (const auto idx : candidate_index_) {
-    const auto& r = *replicas_[idx];
-    route_candidates_.push_back({r.outstanding, r.weight, prefix_aware ? r.prefixes.match(hint.blocks) : 0});
-  }
   routing::PrefixAwareConfig cfg;
   cfg.load_bound = config_.prefix.load_bound;
   cfg.min_match_blocks = config_.prefix.min_match_blocks;
   if (hint.session) {
     if (const auto pinned = sessions_.find(hint.session)) {
       for (std::size_t k = 0; k < candidate_index_.size(); ++k)
-        if (replicas_[candidate_index_[k]]->serial == pinned && routing::within_load_bound(cfg, route_candidates_, k)) {
+        if (replicas_[candidate_index_[k]]->serial == pinned && routing::within_load_bound(cfg, candidates_, k)) {
           hint.reason = "affinity";
-          hint.matched_blocks = route_candidates_[k].matched_blocks;
+          hint.matched_blocks = candidates_[k].matched_blocks;
           return static_cast<int>(k);
         }
     }
@@ -100,7 +97,7 @@ int ReplicaPool::pick_prefix_aware_locked(RouteHint& hint) {
     hint.reason = {};
     return balancer_.pick(config_.balancer, candidates_);
   }
-  const auto choice = routing::choose_prefix_aware(cfg, route_candidates_, balancer_.random());
+  const auto choice = routing::choose_prefix_aware(cfg, candidates_, balancer_.random());
   hint.reason = routing::to_string(choice.reason);
   hint.matched_blocks = choice.matched_blocks;
   return choice.index;

@@ -130,8 +130,8 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   AdmissionQueue<Waiter> queue_;
   Balancer balancer_;
   routing::SessionTable sessions_{0};
-  std::vector<routing::Candidate> route_candidates_;
-  // pick_locked's scratch, kept between picks so that choosing a replica allocates nothing.
+  // pick_locked's scratch, kept between picks so that choosing a replica allocates nothing
+  // (matched_blocks filled only for prefix_aware).
   std::vector<Candidate> candidates_;
   std::vector<std::size_t> candidate_index_;
 
