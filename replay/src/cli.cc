@@ -55,8 +55,10 @@ std::string usage() {
          "  --variant SPEC                 replay a burstier variant: onoff, spikes, mmpp, wave, split\n"
          "                                 with key=value parameters, e.g. onoff:gap_min=300,seed=2\n"
          "  --warm-pool N                  Tidegate's warm pool size for the main run\n"
-         "  --balancer NAME                least_outstanding (default), round_robin or prefix_aware, for every\n"
-         "                                 policy's run (the offline optimum's search keeps least_outstanding)\n"
+         "  --balancer NAME                least_outstanding (default), round_robin, prefix_aware, or ideal (a\n"
+         "                                 bound: least_outstanding with one infinite prefix cache shared by the\n"
+         "                                 fleet), for every policy's run (the offline optimum's search keeps\n"
+         "                                 least_outstanding)\n"
          "  --prefix-load-bound F          prefix_aware: no replica above F x its share of the load (default 1.25)\n"
          "  --on-bad-row skip|fail         malformed rows: skip with a warning (default) or stop\n"
          "  --on-unsorted sort|fail        out-of-order timestamps: sort with a warning (default) or stop\n"
@@ -137,7 +139,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   if (auto v = get("--warmup-s")) o.warmup_s = number("--warmup-s", *v, 0, 86400);
   if (auto v = get("--balancer"))
     if (!parse_balancer(*v, &o.balancer))
-      throw CliError("--balancer: expected least_outstanding, round_robin or prefix_aware, got '" + *v + "'");
+      throw CliError("--balancer: expected least_outstanding, round_robin, prefix_aware or ideal, got '" + *v + "'");
   if (auto v = get("--prefix-load-bound")) o.prefix_aware.load_bound = number("--prefix-load-bound", *v, 1, 100);
   if (auto v = get("--cold-start-s")) o.profile.cold_start_s = number("--cold-start-s", *v, 0, 7200);
   if (o.replicas_min > o.replicas_max)

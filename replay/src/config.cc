@@ -58,7 +58,7 @@ void parse_replay(const YAML::Node& n, ReplayConfig& c) {
     const auto text = yaml_string(n, "balancer", path);
     if (!parse_balancer(text, &c.options.balancer))
       throw ConfigError(path_join(path, "balancer"), yaml_line(b),
-                        "unknown balancer \"" + text + "\" (least_outstanding, round_robin, prefix_aware)");
+                        "unknown balancer \"" + text + "\" (least_outstanding, round_robin, prefix_aware, ideal)");
   }
   c.options.prefix_aware.load_bound =
       yaml_double(n, "prefix_load_bound", path, c.options.prefix_aware.load_bound, 1.0, 100.0);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "fleet.h"
 #include "tidegate/scaler/policy.h"
@@ -149,6 +150,7 @@ class Run {
       if (r->state == kActive && r->in_flight < opt_.profile.slots_per_replica) eligible_.push_back(r.get());
     if (eligible_.empty()) return nullptr;
     switch (opt_.balancer) {
+      case Balancer::kIdeal:
       case Balancer::kLeastOutstanding: {
         detail::Replica* best = nullptr;
         for (auto* r : eligible_)
@@ -182,12 +184,26 @@ class Run {
       events_.clear();
       best->engine->advance(t, events_);  // the model wants time to move forward before a submit
       handle_events(*best);
-      best->engine->submit(id, req.prompt_tokens, req.output_tokens, t, req.blocks);
+      if (opt_.balancer == Balancer::kIdeal)
+        best->engine->submit_externally_cached(id, req.prompt_tokens, req.output_tokens, t, ideal_cached_tokens(req));
+      else
+        best->engine->submit(id, req.prompt_tokens, req.output_tokens, t, req.blocks);
       ++best->in_flight;
       ++in_flight_;
       records_[id].dispatched = t;
       period_waits_.push_back(t - req.arrival_s);
     }
+  }
+
+  // The prefix any replica has been sent before, in tokens (for kIdeal); then remembers this
+  // request's blocks. The same rule as ideal_prefix_hit_rate(), in dispatch order.
+  std::int64_t ideal_cached_tokens(const TraceRequest& req) {
+    const std::int64_t b = trace_.block_tokens;
+    std::int64_t matched = 0;
+    for (std::size_t i = 0; i < req.blocks.size() && ideal_seen_.count(req.blocks[i]); ++i)
+      matched += std::min<std::int64_t>(b, req.prompt_tokens - static_cast<std::int64_t>(i) * b);
+    ideal_seen_.insert(req.blocks.begin(), req.blocks.end());
+    return std::max<std::int64_t>(matched, 0);
   }
 
   ClusterObservation observe(double t) {
@@ -349,6 +365,7 @@ class Run {
   std::mt19937_64 rng_{0x7469646567617465ULL};
   std::size_t prefix_routed_ = 0;
   std::int64_t prefix_expected_blocks_ = 0;
+  std::unordered_set<std::uint64_t> ideal_seen_;  // every block dispatched so far (kIdeal)
 };
 
 }  // namespace
@@ -358,12 +375,13 @@ const char* balancer_name(Balancer b) {
     case Balancer::kLeastOutstanding: return "least_outstanding";
     case Balancer::kRoundRobin: return "round_robin";
     case Balancer::kPrefixAware: return "prefix_aware";
+    case Balancer::kIdeal: return "ideal";
   }
   return "unknown";
 }
 
 bool parse_balancer(std::string_view text, Balancer* out) {
-  for (const auto b : {Balancer::kLeastOutstanding, Balancer::kRoundRobin, Balancer::kPrefixAware})
+  for (const auto b : {Balancer::kLeastOutstanding, Balancer::kRoundRobin, Balancer::kPrefixAware, Balancer::kIdeal})
     if (text == balancer_name(b)) return *out = b, true;
   return false;
 }

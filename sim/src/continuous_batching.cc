@@ -56,8 +56,10 @@ void TimingModel::Impl::admit_into_step() {
     for (std::size_t i = 0; i < matched; ++i)
       matched_tokens += std::min<std::int64_t>(p.prefix_block_tokens, r.prompt - static_cast<std::int64_t>(i) * p.prefix_block_tokens);
     // vLLM reserves the whole prompt at admission (scheduler_reserve_full_isl); this model
-    // also reserves the output, instead of preempting and recomputing later.
+    // also reserves the output, instead of preempting and recomputing later. A prefix held
+    // outside the replica (external_cached) skips prefill but still takes KV here.
     const std::int64_t need = r.prompt - matched_tokens + r.n;
+    const std::int64_t skipped = std::max(matched_tokens, r.external_cached);
     const std::int64_t evictable = cache.evictable_tokens() - cache.unpinned_tokens_of(blocks.first(matched));
     if (private_kv + need + cache.resident_tokens() - evictable > p.kv_capacity_tokens) break;
     for (std::size_t i = 0; i < matched; ++i) cache.pin(r.blocks[i]);
@@ -67,7 +69,7 @@ void TimingModel::Impl::admit_into_step() {
     s.serial = r.serial;
     s.prompt = r.prompt;
     s.n = r.n;
-    s.computed = std::min(matched_tokens, r.prompt - 1);  // the last token is always computed
+    s.computed = std::min(skipped, r.prompt - 1);  // the last token is always computed
     s.private_kv = need;
     s.prompt_private = r.prompt - matched_tokens;
     s.blocks = std::move(r.blocks);

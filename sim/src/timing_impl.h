@@ -19,6 +19,7 @@ struct Pending {
   std::int64_t prompt;
   std::int32_t n;  // output tokens to produce
   std::vector<std::uint64_t> blocks;
+  std::int64_t external_cached = 0;  // prompt tokens held by a cache outside the replica
 };
 
 struct Seq {

@@ -91,6 +91,16 @@ TimingModel::~TimingModel() = default;
 
 void TimingModel::submit(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t,
                          std::span<const std::uint64_t> prefix_blocks) {
+  submit_impl(id, prompt_tokens, max_output_tokens, t, prefix_blocks, 0);
+}
+
+void TimingModel::submit_externally_cached(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens,
+                                           double t, std::int64_t cached_tokens) {
+  submit_impl(id, prompt_tokens, max_output_tokens, t, {}, cached_tokens);
+}
+
+void TimingModel::submit_impl(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t,
+                              std::span<const std::uint64_t> prefix_blocks, std::int64_t external_cached) {
   Impl& m = *impl_;
   if (t > m.now) m.now = t;
   prompt_tokens = std::max<std::int64_t>(prompt_tokens, 1);  // a chat template is never empty
@@ -110,6 +120,7 @@ void TimingModel::submit(RequestId id, std::int64_t prompt_tokens, std::int32_t 
         static_cast<std::int64_t>(prefix_blocks.size()), (prompt_tokens + b - 1) / b));
     r.blocks.assign(prefix_blocks.begin(), prefix_blocks.begin() + static_cast<std::ptrdiff_t>(n));
   }
+  if (!params_.fixed_latency) r.external_cached = std::clamp<std::int64_t>(external_cached, 0, prompt_tokens);
   m.waiting_prompt += prompt_tokens;
   m.waiting.push_back(std::move(r));
   if (m.now < ready_at_) return;  // the kick at ready_at admits it

@@ -119,6 +119,23 @@ TEST(PrefixCache, AFullHitStillComputesTheLastToken) {
   EXPECT_EQ(m.prefix_cache_stats().hits_tokens, 49);
 }
 
+TEST(PrefixCache, AnExternallyCachedPrefixSkipsPrefillButTakesKvWhileRunning) {
+  TimingModel m(plain());
+  m.submit_externally_cached(1, 120, 5, 0.0, 100);  // 100 tokens held elsewhere: 20 prefilled
+  m.advance(0.0);
+  EXPECT_EQ(m.gauges().kv_used_tokens, 120);  // the whole prompt is reserved while it runs
+  const auto ev = m.advance(30.0);
+  EXPECT_NEAR(time_of(ev, 1, EventKind::kFirstToken), 0.010 + 0.020, 1e-12);
+  const auto s = m.prefix_cache_stats();
+  EXPECT_EQ(s.queries_tokens, 120);
+  EXPECT_EQ(s.hits_tokens, 100);
+  EXPECT_EQ(s.resident_tokens, 0);  // nothing is left in this replica's own cache
+  // More than the prompt is clamped: the last token is still computed.
+  m.submit_externally_cached(2, 50, 1, 40.0, 500);
+  m.advance(60.0);
+  EXPECT_EQ(m.prefix_cache_stats().hits_tokens, 100 + 49);
+}
+
 TEST(PrefixCache, OnlyTheSamePrefixMatches) {
   TimingModel m(plain());
   m.submit(1, 100, 1, 0.0, chain(1, 10));

@@ -42,7 +42,9 @@ struct Slo {
 // Which replica a dispatched request goes to (the gateway's `balancer`). least_outstanding is
 // the fewest in flight (ties: the first); prefix_aware is routing::choose_prefix_aware over a
 // per-replica index of the block ids routed to it, the same code the gateway runs.
-enum class Balancer { kLeastOutstanding, kRoundRobin, kPrefixAware };
+// kIdeal is a bound, not a router: least-outstanding placement, with every prefix the fleet has
+// seen before already cached (one infinite cache shared by all replicas).
+enum class Balancer { kLeastOutstanding, kRoundRobin, kPrefixAware, kIdeal };
 const char* balancer_name(Balancer b);
 bool parse_balancer(std::string_view text, Balancer* out);
 

@@ -120,6 +120,13 @@ class TimingModel final {
   void submit(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t,
               std::span<const std::uint64_t> prefix_blocks = {});
 
+  // As submit(), for a request whose first `cached_tokens` prompt tokens some cache outside
+  // this replica already holds (the replay's ideal: one infinite cache shared by the fleet).
+  // They are not prefilled and count as prefix-cache hits; the request still reserves KV for
+  // its whole prompt while it runs, and leaves nothing in this replica's own prefix cache.
+  void submit_externally_cached(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t,
+                                std::int64_t cached_tokens);
+
   // Removes a request (client went away) at time t; frees its batch slot and KV at once.
   // Returns false when the id is unknown (already finished or never submitted).
   bool cancel(RequestId id, double t);
@@ -144,6 +151,8 @@ class TimingModel final {
   static constexpr double kNever = std::numeric_limits<double>::infinity();
 
  private:
+  void submit_impl(RequestId id, std::int64_t prompt_tokens, std::int32_t max_output_tokens, double t,
+                   std::span<const std::uint64_t> prefix_blocks, std::int64_t external_cached);
   struct Impl;
   TimingParams params_;
   double ready_at_;
