@@ -5,46 +5,6 @@
 
 namespace tidegate::routing {
 
-std::size_t PrefixIndex::match(std::span<const std::uint64_t> blocks) const {
-  // Held blocks of a chain form a prefix (see the class comment): binary search its end.
-  std::size_t lo = 0, hi = blocks.size();  // blocks [0, lo) held; [hi, n) not
-  while (lo < hi) {
-    const std::size_t mid = lo + (hi - lo) / 2;
-    if (where_.count(blocks[mid])) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-void PrefixIndex::insert(std::span<const std::uint64_t> blocks) {
-  if (capacity_ == 0) return;
-  // Last block first, so the first block ends up the most recent: eviction then takes a
-  // chain from its end.
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
-    const auto found = where_.find(*it);
-    if (found != where_.end()) {
-      lru_.splice(lru_.begin(), lru_, found->second);
-    } else {
-      lru_.push_front(*it);
-      where_.emplace(*it, lru_.begin());
-    }
-  }
-  while (where_.size() > capacity_) {
-    where_.erase(lru_.back());
-    lru_.pop_back();
-  }
-}
-
-void PrefixIndex::clear() {
-  lru_.clear();
-  where_.clear();
-}
-
-std::size_t PrefixIndex::capacity_for(double kv_tokens, int block_tokens) {
-  if (!(kv_tokens > 0) || block_tokens < 1) return 0;
-  return static_cast<std::size_t>(std::floor(kv_tokens / block_tokens));
-}
-
 namespace {
 
 double load_of(const Candidate& c) { return c.outstanding / (c.weight > 0 ? c.weight : 1e-9); }

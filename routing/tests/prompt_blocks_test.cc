@@ -50,6 +50,29 @@ TEST(PromptBlocks, EveryByteAndLengthChangesTheHash) {
   }
 }
 
+TEST(PromptBlocks, TheVectorPathComputesTheReferenceHashes) {
+  // Differential: every block size (stripe-aligned or not), lengths around stripe and block
+  // edges, random bytes; the fast path (AVX2 where the CPU has it) against the portable one.
+  std::mt19937_64 rng(11);
+  std::string s(5000, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  std::vector<std::uint64_t> fast, reference;
+  for (const std::size_t block : {1u, 7u, 63u, 64u, 65u, 128u, 500u, 512u})
+    for (const std::size_t len : {0u, 1u, 63u, 64u, 65u, 511u, 512u, 513u, 4999u, 5000u}) {
+      const std::string_view prompt(s.data(), len);
+      EXPECT_EQ(prompt_blocks(prompt, {block, 1 << 20}, fast), detail::prompt_blocks_portable(prompt, {block, 1 << 20}, reference));
+      EXPECT_EQ(fast, reference) << "block " << block << " len " << len;
+    }
+}
+
+TEST(PromptBlocks, SwappedStripesAreAnotherPrompt) {
+  // Each stripe's key differs, so moving 64-byte pieces around changes the hash.
+  std::string a(256, 'a');
+  for (int i = 0; i < 64; ++i) a[64 + i] = 'b';
+  std::string b = a.substr(64, 64) + a.substr(0, 64) + a.substr(128);
+  EXPECT_NE(hash_bytes(a), hash_bytes(b));
+}
+
 TEST(PromptBlocks, AConversationsNextTurnMatchesWhatItsLastTurnLeft) {
   // The raw `messages` array of turn k is turn k-1's array without its closing bracket, a
   // comma, and the new messages: the index of the replica that served turn k-1 matches all of

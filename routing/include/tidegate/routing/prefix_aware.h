@@ -15,38 +15,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "tidegate/routing/prefix_index.h"
+
 namespace tidegate::routing {
-
-// What the router believes one replica's prefix cache holds: an LRU of the chained block
-// hashes of the prompts routed to it (hashes only, 8 bytes plus the LRU's links per block).
-//
-// Blocks are chained (block i's hash covers every token of blocks 0..i), and every request
-// that holds block j also holds blocks 0..j-1, so an earlier block is always at least as
-// recent as a later one of the same chain: LRU eviction keeps each chain's held part a prefix.
-// match() relies on that and binary-searches for the end of the match.
-class PrefixIndex final {
- public:
-  explicit PrefixIndex(std::size_t capacity_blocks) : capacity_(capacity_blocks) {}
-
-  // Leading blocks of `blocks` held here.
-  std::size_t match(std::span<const std::uint64_t> blocks) const;
-  // A request routed here: its blocks become the most recent; the least recent go beyond the capacity.
-  void insert(std::span<const std::uint64_t> blocks);
-  void clear();
-  std::size_t size() const { return where_.size(); }
-  std::size_t capacity() const { return capacity_; }
-
-  // Capacity in blocks for a replica with `kv_tokens` of KV cache and blocks of `block_tokens`:
-  // the whole KV cache, the most an engine can keep (vLLM frees cached blocks only when running
-  // sequences need them, so under load it keeps less, and the index then over-estimates: a
-  // predicted hit becomes a partial miss, never a wrong answer).
-  static std::size_t capacity_for(double kv_tokens, int block_tokens);
-
- private:
-  std::size_t capacity_;
-  std::list<std::uint64_t> lru_;  // most recent first
-  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> where_;
-};
 
 struct Candidate {
   int outstanding = 0;            // requests in flight on it (and queued for it)

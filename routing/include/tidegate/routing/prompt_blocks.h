@@ -26,4 +26,11 @@ std::size_t prompt_blocks(std::string_view prompt, const PromptBlocksConfig& con
 // Hash of a whole byte string (session ids), the same mixer.
 std::uint64_t hash_bytes(std::string_view bytes, std::uint64_t seed = 0);
 
+namespace detail {
+// prompt_blocks without the vector unit: the reference the fast path is tested against (every
+// CPU must compute the same hashes, or gateways sharing routing state would disagree).
+std::size_t prompt_blocks_portable(std::string_view prompt, const PromptBlocksConfig& config,
+                                   std::vector<std::uint64_t>& out);
+}  // namespace detail
+
 }  // namespace tidegate::routing
