@@ -174,6 +174,22 @@ VerifierConfig parse_verifier(const YAML::Node& node, const std::string& path, c
   return v;
 }
 
+AuditConfig parse_audit(const YAML::Node& node, const std::string& path) {
+  AuditConfig a;
+  if (!node) return a;
+  if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
+  yaml_reject_unknown(node, path, {"fraction", "max_in_flight", "timeout", "judge_threshold", "max_scopes"});
+  a.fraction = yaml_double(node, "fraction", path, a.fraction, 0.0, 1.0);
+  a.max_in_flight = static_cast<std::size_t>(
+      yaml_int(node, "max_in_flight", path, static_cast<std::int64_t>(a.max_in_flight), 1, 1024));
+  a.timeout_s = yaml_seconds(node, "timeout", path, a.timeout_s);
+  if (a.timeout_s <= 0) throw ConfigError(path_join(path, "timeout"), yaml_line(node["timeout"]), "must be > 0");
+  a.judge_threshold = yaml_double(node, "judge_threshold", path, a.judge_threshold, -1.0, 1.0);
+  a.max_scopes = static_cast<std::size_t>(
+      yaml_int(node, "max_scopes", path, static_cast<std::int64_t>(a.max_scopes), 1, 10000000));
+  return a;
+}
+
 // The threshold on the verifier's probability for `rate`, from the shipped calibration scores;
 // a rate the calibration cannot support refuses the config (the key and line are named).
 Calibration calibrate_for(const std::vector<CalibrationRow>& rows, double rate, const VerifierConfig& v,
@@ -206,7 +222,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
                       {"enabled", "embedder", "index", "threshold", "context", "models", "ttl", "max_ttl",
                        "max_entries", "max_bytes", "max_temperature", "cache_tool_calls", "lexical_guard", "max_prompt_bytes",
                        "data_dir", "snapshot_interval", "snapshot_log_bytes", "lookup_timeout", "workers",
-                       "max_queue", "max_false_hit_rate", "verifier", "exact_tier"});
+                       "max_queue", "max_false_hit_rate", "verifier", "exact_tier", "audit"});
   c->enabled = yaml_bool(node, "enabled", path, true);
   const auto enode = node["embedder"];
   const auto epath = path_join(path, "embedder");
@@ -218,6 +234,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
   if (node["max_false_hit_rate"]) c->max_false_hit_rate = parse_false_hit_rate(node, path);
   c->verifier = parse_verifier(node["verifier"], path_join(path, "verifier"), base_dir);
   c->exact_tier = yaml_bool(node, "exact_tier", path, c->exact_tier);
+  c->audit = parse_audit(node["audit"], path_join(path, "audit"));
   if (node["context"]) c->context = parse_context(node["context"], path_join(path, "context"));
   c->ttl_s = yaml_seconds(node, "ttl", path, c->ttl_s);
   c->max_ttl_s = yaml_seconds(node, "max_ttl", path, std::max(c->max_ttl_s, c->ttl_s));

@@ -195,6 +195,23 @@ void fsync_dir(const std::string& dir) {
 
 }  // namespace
 
+bool write_file_durably(const std::string& path, const std::string& text, std::string* error) {
+  const auto tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = fd < 0 ? errno : 0;
+  bool ok = fd >= 0 && write_all(fd, text, err);
+  if (ok && ::fsync(fd) != 0) ok = false, err = errno;
+  if (fd >= 0) ::close(fd);
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = errno;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    if (error) *error = tmp + ": " + std::strerror(err);
+    return false;
+  }
+  fsync_dir(fs::path(path).parent_path().string());
+  return true;
+}
+
 std::uint32_t crc32(const void* data, std::size_t n) {
   static const auto table = make_crc_table();
   std::uint32_t c = 0xffffffffu;

@@ -93,6 +93,7 @@ SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, 
   bo.max_batch = static_cast<std::size_t>(config_->embedder.max_batch);
   bo.max_queue = config_->max_queue;
   batcher_ = std::make_unique<EmbedBatcher>(embedder_, bo);
+  auditor_ = std::make_unique<Auditor>(config_, registry, *batcher_);
   if (!verifier_ && config_->verifier_needed()) {
     verifier_ = load_verifier(*config_, verifier_problem_);
     // Once, at start: the pools that asked for a false-hit bound fall back to cosine `threshold`.
@@ -123,6 +124,7 @@ void SemanticCacheImpl::load() {
       ++restored;
     }
     load_problems_ = std::move(loaded.problems);
+    if (auto problem = auditor_->load(config_->data_dir); !problem.empty()) load_problems_.push_back(problem);
     for (const auto& p : load_problems_) log::error("cache.load_problem", {{"dir", config_->data_dir}, {"problem", p}});
     log::info("cache.loaded", {{"dir", config_->data_dir}, {"entries", restored}, {"expired", expired},
                                {"problems", load_problems_.size()}});
@@ -166,7 +168,9 @@ void SemanticCacheImpl::lookup(const CachePlan& plan, Clock::time_point deadline
   if (config_->exact_tier) {
     const auto now_ms = now_unix_ms();
     auto exact = store_.exact(plan.scope_key, plan.text, now_ms);
-    if (exact && exact->entry.tenant == plan.tenant && exact->entry.model == plan.model) {
+    const bool refused = exact && auditor_->refuses(plan.scope_key, decision_kind(plan.model), 1.0);
+    if (refused) metrics_.tier("audit", "refused");  // audits found this scope wrong even here
+    if (exact && !refused && exact->entry.tenant == plan.tenant && exact->entry.model == plan.model) {
       metrics_.tier("exact", "hit");
       ++exact_hits_;
       // `done` runs on a cache worker, as for every other lookup.
@@ -263,6 +267,12 @@ void SemanticCacheImpl::run_lookup(const std::shared_ptr<LookupState>& state, co
     }
     return;
   }
+  // Audits that found this scope's hits wrong at or above this score refuse it (README "Online audits").
+  if (match && auditor_->refuses(plan.scope_key, decision_kind(plan.model),
+                                 r.probability >= 0 ? r.probability : match->similarity)) {
+    metrics_.tier("audit", "refused");
+    match.reset();
+  }
   recent_.put(vector_key(plan), std::move(v));
   metrics_.embed_seconds.Observe(embed_s);
   metrics_.search_seconds.Observe(r.search_s);
@@ -324,6 +334,19 @@ std::optional<Match> SemanticCacheImpl::verified_match(const CachePlan& plan, co
   ++verified_hits_;
   r.similarity = kept[best].similarity;
   return std::move(kept[best]);
+}
+
+const char* SemanticCacheImpl::decision_kind(const std::string& model) const {
+  return verifier_ && config_->calibration_for(model) ? "verifier" : "cosine";
+}
+
+void SemanticCacheImpl::audit(const CachePlan& plan, const LookupResult& hit, RequestView::Endpoint endpoint,
+                              const boost::json::object& body) {
+  if (hit.status != CacheStatus::kHit || stopped_) return;
+  // The score the hit was decided on: the verifier's (combined) score, else the cosine (1 for
+  // an exact-tier hit).
+  const double score = hit.probability >= 0 ? hit.probability : hit.similarity;
+  auditor_->offer(plan, hit, decision_kind(plan.model), score, endpoint, body);
 }
 
 void SemanticCacheImpl::finish(const std::shared_ptr<LookupState>& state, LookupResult r,
@@ -464,6 +487,7 @@ boost::json::object SemanticCacheImpl::stats() const {
     if (!pools.empty()) tiers["models"] = std::move(pools);
   }
   s["tiers"] = std::move(tiers);
+  s["audit"] = auditor_->stats();
   s["queued"] = workers_.queued();
   boost::json::object p;
   p["data_dir"] = config_->data_dir;
@@ -510,6 +534,10 @@ void SemanticCacheImpl::maintain(bool force_snapshot) {
   update_gauges();
   if (!persistence_) return;
   persistence_->sync();
+  if (std::string error; !auditor_->save(config_->data_dir, &error)) {
+    metrics_.persist_error("audit");
+    log::error("cache.audit_save_failed", {{"error", error}});
+  }
   const bool due = seconds_since(last_snapshot_) >= config_->snapshot_interval_s ||
                    persistence_->log_bytes() >= config_->snapshot_log_bytes;
   if (force_snapshot || due) {
@@ -546,6 +574,7 @@ void SemanticCacheImpl::shutdown() {
   }
   stop_cv_.notify_all();
   if (maintenance_.joinable()) maintenance_.join();
+  auditor_->shutdown();  // before the batcher: audits still out no longer embed
   batcher_->shutdown();  // queued texts fail with kShutdown; running batches finish
   workers_.stop();       // queued lookups answer "shutdown", queued inserts still run
   watch_.stop();

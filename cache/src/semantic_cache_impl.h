@@ -7,6 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "auditor.h"
 #include "cache_metrics.h"
 #include "deadline_watch.h"
 #include "tidegate/cache/cache_config.h"
@@ -59,6 +60,9 @@ class SemanticCacheImpl final : public SemanticCache {
   bool erase_entry(std::uint64_t id) override;
   void shutdown() override;
   void flush() override { maintain(true); }
+  void set_audit_fetch(AuditFetch fetch) override { auditor_->set_fetch(std::move(fetch)); }
+  void audit(const CachePlan& plan, const LookupResult& hit, RequestView::Endpoint endpoint,
+             const boost::json::object& body) override;
 
   // Runs one maintenance pass now (TTL, index rebuilds, fsync, snapshot if due); for tests.
   void maintain(bool force_snapshot);
@@ -79,6 +83,8 @@ class SemanticCacheImpl final : public SemanticCache {
   void fail(const std::shared_ptr<LookupState>& state, const char* reason);
   void embed_failed(const std::shared_ptr<LookupState>& state, std::exception_ptr error);
   void load();
+  // How this pool decides, the units of its audit evidence: "verifier" or "cosine".
+  const char* decision_kind(const std::string& model) const;
   void log_erasures(const std::vector<std::uint64_t>& ids);
   EntryStore::EvictFn collector(std::vector<std::uint64_t>& ids);
   void maintenance_loop();
@@ -104,6 +110,7 @@ class SemanticCacheImpl final : public SemanticCache {
   DeadlineWatch watch_;
   WorkerPool workers_;
   std::unique_ptr<EmbedBatcher> batcher_;  // the encoder's threads; lookups then search on workers_
+  std::unique_ptr<Auditor> auditor_;       // judges on batcher_, so declared after it
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;

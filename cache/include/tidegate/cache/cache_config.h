@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tidegate/cache/audit.h"
 #include "tidegate/cache/calibration.h"
 #include "tidegate/cache/minilm.h"
 
@@ -122,6 +123,7 @@ struct CacheConfig {
   std::optional<double> max_false_hit_rate;
   std::optional<Calibration> calibration;  // for max_false_hit_rate, computed at load
   VerifierConfig verifier;
+  AuditConfig audit;  // online audits of served hits (audit.h)
   // A prompt whose normalised text (whitespace runs collapsed, ends trimmed) equals a cached
   // one of the same scope is a hit without embedding.
   bool exact_tier = true;

@@ -19,6 +19,10 @@ namespace tidegate::cache {
 
 std::uint32_t crc32(const void* data, std::size_t n);
 
+// Replaces the file at `path` with `text`: written to path.tmp, fsynced, renamed, the folder
+// fsynced, so a crash leaves the old file or the new one. False (and *error) on failure.
+bool write_file_durably(const std::string& path, const std::string& text, std::string* error);
+
 class Persistence final {
  public:
   explicit Persistence(std::string dir);

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "tidegate/cache/audit.h"
+
 namespace prometheus {
 class Registry;
 }
@@ -83,6 +85,13 @@ class SemanticCache {
   // Writes a snapshot of the data directory now (no-op without one). Added after the first
   // version of this interface, with a default, so other implementations need not change.
   virtual void flush() {}
+  // Online audits (issue 19, audit.h), defaulted like flush(). The gateway installs how an audit
+  // reaches the model; until then no hit is audited.
+  virtual void set_audit_fetch(AuditFetch fetch) {}
+  // A hit just served: sampled (audit.fraction) and, when chosen, asked of the model again in the
+  // background. Returns at once, never throws. `body` is the client's request.
+  virtual void audit(const CachePlan& plan, const LookupResult& hit, RequestView::Endpoint endpoint,
+                     const boost::json::object& body) {}
   // Flushes persistence and stops workers; lookups after this answer kBypass.
   virtual void shutdown() = 0;
 };
