@@ -142,11 +142,12 @@ std::map<std::string, std::string> CostAccountingImpl::map_tags(const std::map<s
 CostAccountingImpl::Request CostAccountingImpl::describe(const RequestLabels& labels) {
   Request r;
   r.model = labels.model;
-  r.tenant = labels.tenant;
-  r.tags = map_tags(labels.tags);
+  r.audit = labels.audit;
+  r.tenant = labels.audit ? kAuditTenant : labels.tenant;
+  r.tags = labels.audit ? std::map<std::string, std::string>{} : map_tags(labels.tags);
   r.dims = {"tenant:" + r.tenant, "model:" + r.model};
   for (const auto& [k, v] : r.tags) r.dims.push_back("tag:" + k + "=" + v);
-  r.scopes = budgets_.scopes(labels.key_id, labels.tenant, r.tags);
+  if (!labels.audit) r.scopes = budgets_.scopes(labels.key_id, labels.tenant, r.tags);
   return r;
 }
 
@@ -183,7 +184,7 @@ void CostAccountingImpl::on_share(std::uint64_t handle, double t0, double t1, do
 }
 
 void CostAccountingImpl::charge_request(const Request& r, double t0, double t1, double usd) {
-  metrics_.cost(r.model, r.tenant, "request", r.tags, usd);
+  metrics_.cost(r.model, r.tenant, r.audit ? "audit" : "request", r.tags, usd);
   totals_.request_usd += usd;
   buckets_.spread(t0, t1, [&](Bucket& b, double f) {
     for (const auto& d : r.dims) b.dims[d].cost += usd * f;

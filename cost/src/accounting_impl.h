@@ -53,6 +53,7 @@ class CostAccountingImpl final : public CostAccounting, private AccrualSink {
     double prompt = 0, completion = 0;
     double cached = 0;  // of prompt, from the engine's prefix cache
     double reserved = 0;
+    bool audit = false;  // kind="audit", no budgets (RequestLabels::audit)
   };
   struct ModelStats {
     double cost_per_work = -1;     // EWMA over finished requests: prices cache savings

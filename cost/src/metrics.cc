@@ -10,7 +10,7 @@ CostMetrics::CostMetrics(prometheus::Registry& registry, const TagPolicy& tags)
                 .Register(registry)),
       cost_(prometheus::BuildCounter()
                 .Name("tidegate_cost_usd_total")
-                .Help("The bill attributed: kind=request (to tenants), idle, standby; sums to the bill")
+                .Help("The bill attributed: kind=request (to tenants), audit (the cache's audits), idle, standby; sums to the bill")
                 .Register(registry)),
       savings_(prometheus::BuildCounter()
                    .Name("tidegate_cache_savings_usd_total")

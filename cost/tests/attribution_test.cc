@@ -222,5 +222,24 @@ TEST(AttributionTags, LabelsBoundedByAllowList) {
   EXPECT_EQ(projects, (std::set<std::string>{"p1", "p2", "other"}));
 }
 
+TEST_F(Attribution, CacheAuditsArePricedAsAuditCostOutsideBudgets) {
+  // Issue 19: the cache re-asks the model about a sampled hit. It shares replica time like any
+  // request, but as kind="audit" under tenant "(audit)", never as the client's spend.
+  acc->replica_state("r1", "llama", "", ReplicaState::kActive, 0);
+  RequestLabels audit = a;
+  audit.audit = true;
+  const auto ha = acc->request_started(a, "r1", 0);
+  const auto hx = acc->request_started(audit, "r1", 0);
+  acc->request_progress(ha, 100, 25, 10);
+  acc->request_progress(hx, 100, 25, 10);
+  EXPECT_NEAR(acc->request_finished(ha, 10), 5.0, 1e-9);
+  EXPECT_NEAR(acc->request_finished(hx, 10), 5.0, 1e-9);
+  expect_conserved();
+  EXPECT_NEAR(metric_sum(registry, "tidegate_cost_usd_total", "kind", "audit"), 5.0, 1e-9);
+  EXPECT_NEAR(metric_sum(registry, "tidegate_cost_usd_total", "tenant", kAuditTenant), 5.0, 1e-9);
+  EXPECT_NEAR(metric_sum(registry, "tidegate_cost_usd_total", "tenant", "acme"), 5.0, 1e-9);
+  EXPECT_NEAR(metric_sum(registry, "tidegate_cost_usd_total", "kind", "request"), 5.0, 1e-9);
+}
+
 }  // namespace
 }  // namespace tidegate::cost

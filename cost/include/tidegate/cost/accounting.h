@@ -30,7 +30,12 @@ struct RequestLabels {
   std::string tenant;
   std::string key_id;                       // API key name (never the secret)
   std::map<std::string, std::string> tags;  // team, project, ...
+  // The cache's audit of a hit (issue 19): priced like any model call, but as kind="audit" under
+  // tenant "(audit)", outside every budget: it is the gateway's spend, not a client's.
+  bool audit = false;
 };
+
+inline constexpr const char* kAuditTenant = "(audit)";
 
 struct CostTotals {
   double bill_usd = 0;         // replica time + paid-API tokens + cache lookups
