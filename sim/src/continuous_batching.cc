@@ -70,6 +70,7 @@ void TimingModel::Impl::admit_into_step() {
     s.prompt = r.prompt;
     s.n = r.n;
     s.computed = std::min(skipped, r.prompt - 1);  // the last token is always computed
+    s.cached = s.computed;
     s.private_kv = need;
     s.prompt_private = r.prompt - matched_tokens;
     s.blocks = std::move(r.blocks);
@@ -139,11 +140,12 @@ void TimingModel::Impl::finish_step(std::vector<Event>& out) {
       if (it == running.end() || it->second.serial != serial || it->second.first_step < 0) continue;
       const Seq& s = it->second;
       const auto tokens = static_cast<std::int32_t>(step - s.first_step + 1);
-      out.push_back(Event{tokens == 1 ? EventKind::kFirstToken : EventKind::kToken, id, t, tokens});
+      out.push_back(Event{tokens == 1 ? EventKind::kFirstToken : EventKind::kToken, id, t, tokens,
+                          tokens == 1 ? s.cached : 0});
       if (tokens == s.n) out.push_back(Event{EventKind::kFinished, id, t, tokens});
     }
   } else {
-    for (RequestId id : prefilled) out.push_back(Event{EventKind::kFirstToken, id, t, 1});
+    for (RequestId id : prefilled) out.push_back(Event{EventKind::kFirstToken, id, t, 1, running.at(id).cached});
   }
   if (!prefilled.empty()) {
     std::erase_if(prefilling, [&](RequestId id) { return running.at(id).first_step >= 0; });

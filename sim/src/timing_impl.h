@@ -27,6 +27,7 @@ struct Seq {
   std::int64_t prompt = 0;
   std::int32_t n = 0;
   std::int64_t computed = 0;     // prompt tokens with KV: cache hits + prefilled so far
+  std::int64_t cached = 0;       // of which found cached at admission (vLLM's cached_tokens)
   std::int64_t first_step = -1;  // continuous mode: the step that emitted token 1
   std::int32_t emitted = 0;      // fixed mode: tokens emitted so far
   std::int64_t private_kv = 0;   // KV reserved outside shared blocks (prompt tail + output)

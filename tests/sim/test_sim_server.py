@@ -313,6 +313,21 @@ def case_prefix_cache():
         assert queries >= 600 and hits < queries / 2 + 16, (queries, hits)  # both prompts looked up
         assert cold >= 0.7, cold  # >= 300 tokens at 400/s
         assert warm < cold / 2, (cold, warm)
+        # The usage says how much of the prompt was cached (vLLM's prompt_tokens_details), in
+        # a whole answer and in a stream's usage chunk, as the engine's counter moved.
+        body = {"model": "sim", "max_tokens": 1,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": "And rule 7?"}]}
+        usage = httpx.post(s.url + "/v1/chat/completions", json=body, timeout=30).json()["usage"]
+        m1 = httpx.get(s.url + "/metrics", timeout=5).text
+        cached = usage["prompt_tokens_details"]["cached_tokens"]
+        assert cached >= 280 and cached == metric(m1, "vllm:prefix_cache_hits_total") - hits, (usage, hits)
+        hits = metric(m1, "vllm:prefix_cache_hits_total")
+        events = httpx.post(s.url + "/v1/chat/completions", timeout=30,
+                            json={**body, "stream": True, "stream_options": {"include_usage": True}}).text
+        usage_chunks = [json.loads(line[6:]) for line in events.splitlines()
+                        if line.startswith("data: {") and '"usage"' in line]
+        assert usage_chunks and usage_chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] >= 280, events
+        hits = metric(httpx.get(s.url + "/metrics", timeout=5).text, "vllm:prefix_cache_hits_total")
         # The same conversation with a different system prompt shares nothing.
         system = "other " + system
         chat("What is the first rule?")

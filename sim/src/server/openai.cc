@@ -95,9 +95,12 @@ void append_number(std::string& s, double v) {
   s.append(buf, r.ptr);
 }
 
-std::string usage_json(std::int64_t prompt, std::int64_t completion) {
+// As vLLM with --enable-prompt-tokens-details: the cached part of the prompt, which the gateway
+// prices at the cached-prompt weight.
+std::string usage_json(std::int64_t prompt, std::int64_t completion, std::int64_t cached) {
   return "{\"prompt_tokens\":" + std::to_string(prompt) + ",\"completion_tokens\":" + std::to_string(completion) +
-         ",\"total_tokens\":" + std::to_string(prompt + completion) + "}";
+         ",\"total_tokens\":" + std::to_string(prompt + completion) + ",\"prompt_tokens_details\":{\"cached_tokens\":" +
+         std::to_string(cached) + "}}";
 }
 
 }  // namespace
@@ -189,8 +192,8 @@ std::string ChunkWriter::finish_event(std::string_view reason) const {
   return choice_event(api_ == Api::kChat ? "{}" : "\"\"", json_quote(reason));
 }
 
-std::string ChunkWriter::usage_event(std::int64_t prompt, std::int64_t completion) const {
-  return "data: " + head_ + "[],\"usage\":" + usage_json(prompt, completion) + "}\n\n";
+std::string ChunkWriter::usage_event(std::int64_t prompt, std::int64_t completion, std::int64_t cached) const {
+  return "data: " + head_ + "[],\"usage\":" + usage_json(prompt, completion, cached) + "}\n\n";
 }
 
 std::string full_response_body(const GenerationRequest& req, const ServerConfig& cfg, const std::string& id,
@@ -204,7 +207,7 @@ std::string full_response_body(const GenerationRequest& req, const ServerConfig&
   if (chat) s += "\"message\":{\"role\":\"assistant\",\"content\":" + json_quote(text) + "},";
   else s += "\"text\":" + json_quote(text) + ",";
   s += "\"logprobs\":null,\"finish_reason\":" + json_quote(reply.finish_reason) + "}],\"usage\":" +
-       usage_json(req.prompt_tokens, static_cast<std::int64_t>(reply.tokens.size())) + "}";
+       usage_json(req.prompt_tokens, static_cast<std::int64_t>(reply.tokens.size()), reply.cached_tokens) + "}";
   return s;
 }
 

@@ -42,6 +42,7 @@ std::optional<ApiError> parse_generation(std::string_view body, Api api, const S
 struct Reply {
   std::vector<std::string> tokens;
   std::string finish_reason;  // "length" when max_tokens capped it, else "stop"
+  std::int64_t cached_tokens = 0;  // prompt tokens the prefix cache held, known at the first token
 };
 Reply plan_reply(const GenerationRequest& req, const ServerConfig& cfg);
 // Output length chosen before submit (the model needs it): max_tokens, else seeded 1..default;
@@ -55,7 +56,7 @@ class ChunkWriter final {
   std::string role_event() const;  // chat only: delta {"role":"assistant","content":""}
   std::string token_event(std::string_view token) const;
   std::string finish_event(std::string_view reason) const;
-  std::string usage_event(std::int64_t prompt, std::int64_t completion) const;
+  std::string usage_event(std::int64_t prompt, std::int64_t completion, std::int64_t cached) const;
   static std::string done_event() { return "data: [DONE]\n\n"; }
 
  private:

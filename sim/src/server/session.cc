@@ -154,6 +154,7 @@ void Session::handle_events(const std::vector<Event>& events) {
         return respond_error({400, "prompt is longer than the KV cache can hold", "BadRequestError", "messages"});
       case EventKind::kFirstToken:
         state_.metrics.observe_ttft(e.t - g.submitted_at);
+        g.reply.cached_tokens = e.cached_tokens;
         if (g.chunks && g.req.api == Api::kChat) sse += g.chunks->role_event();
         [[fallthrough]];
       case EventKind::kToken:
@@ -180,7 +181,7 @@ void Session::handle_events(const std::vector<Event>& events) {
           return respond(200, "application/json", body);
         }
         sse += g.chunks->finish_event(g.reply.finish_reason);
-        if (g.req.include_usage) sse += g.chunks->usage_event(g.req.prompt_tokens, e.tokens);
+        if (g.req.include_usage) sse += g.chunks->usage_event(g.req.prompt_tokens, e.tokens, g.reply.cached_tokens);
         sse += ChunkWriter::done_event();
         queue_stream_data(std::move(sse), true);
         return;

@@ -80,6 +80,7 @@ struct Event {
   RequestId id;
   double t;            // virtual time of the event, seconds
   std::int32_t tokens; // output tokens emitted so far by this request
+  std::int64_t cached_tokens = 0;  // kFirstToken: prompt tokens the prefix cache held (not prefilled)
 };
 
 struct Gauges {
