@@ -64,12 +64,30 @@ void DashboardFeed::on_complete(const gateway::RequestContext& ctx) {
 
 void DashboardFeed::sample(double t, const std::map<std::string, double>& queue_depth,
                            const std::map<std::string, std::pair<int, int>>& desired_active,
-                           const std::map<std::string, double>& prefix_hit_ratio) {
+                           const std::map<std::string, double>& prefix_hit_ratio,
+                           const std::map<std::string, double>& cache_audit) {
   std::lock_guard lock(mu_);
   auto& b = bucket_at(t);
   b.queue_depth = queue_depth;
   b.desired_active = desired_active;
   b.prefix_hit_ratio = prefix_hit_ratio;
+  b.cache_audit = cache_audit;
+}
+
+std::map<std::string, double> cache_audit_lines(const boost::json::object& cache_stats) {
+  std::map<std::string, double> out;
+  const auto* audit = cache_stats.if_contains("audit");
+  const auto* models = audit && audit->is_object() ? audit->as_object().if_contains("models") : nullptr;
+  if (!models || !models->is_object()) return out;
+  for (const auto& [model, v] : models->as_object()) {
+    if (!v.is_object()) continue;
+    const auto& m = v.as_object();
+    const std::string name(model);
+    if (const auto* r = m.if_contains("false_hit_rate"); r && r->is_double()) out[name + " audited"] = r->as_double();
+    if (const auto* u = m.if_contains("false_hit_rate_upper"); u && u->is_double()) out[name + " upper bound"] = u->as_double();
+    if (const auto* b = m.if_contains("max_false_hit_rate"); b && b->is_double()) out[name + " max"] = b->as_double();
+  }
+  return out;
 }
 
 void DashboardFeed::add_series(double t, boost::json::object& out) {
@@ -85,7 +103,7 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
     for (const auto& [model, depth] : b.queue_depth) models.insert(model);
   }
   boost::json::array p50, p99, ttfb;
-  std::map<std::string, boost::json::array> queue, desired, active, prefix;
+  std::map<std::string, boost::json::array> queue, desired, active, prefix, audit;
   for (auto i = first; i <= now_index; ++i) {
     const double t0 = static_cast<double>(i) * step_s_;
     const auto it = by_index.find(i);
@@ -101,6 +119,7 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
     }
     if (!b) continue;
     for (const auto& [replica, ratio] : b->prefix_hit_ratio) prefix[replica].push_back(boost::json::array{t0, ratio});
+    for (const auto& [line, rate] : b->cache_audit) audit[line].push_back(boost::json::array{t0, rate});
     for (const auto& [model, da] : b->desired_active) {
       desired[model].push_back(boost::json::array{t0, da.first});
       active[model].push_back(boost::json::array{t0, da.second});
@@ -119,6 +138,11 @@ void DashboardFeed::add_series(double t, boost::json::object& out) {
   for (auto& [replica, pts] : prefix) plines[replica] = std::move(pts);
   if (!plines.empty())
     out["prefix_cache_hit_ratio"] = series("Prefix-cache hit ratio by replica", "ratio", std::move(plines));
+  boost::json::object alines;
+  for (auto& [line, pts] : audit) alines[line] = std::move(pts);
+  if (!alines.empty())
+    out["cache_audit_false_hit_rate"] =
+        series("Cache: audited false-hit rate vs max_false_hit_rate", "ratio", std::move(alines));
 }
 
 }  // namespace tidegate::app

@@ -24,9 +24,11 @@ class DashboardFeed final : public gateway::RequestFilter {
   bool runs_before_forward() const override { return false; }  // it only watches completions
   // Called about once a step by the housekeeping thread.
   // `prefix_hit_ratio`: "model replica" -> the replica's engine prefix-cache hit ratio.
+  // `cache_audit`: line -> value of the cache's audited false-hit rates (cache_audit_lines).
   void sample(double t, const std::map<std::string, double>& queue_depth,
               const std::map<std::string, std::pair<int, int>>& desired_active,
-              const std::map<std::string, double>& prefix_hit_ratio = {});
+              const std::map<std::string, double>& prefix_hit_ratio = {},
+              const std::map<std::string, double>& cache_audit = {});
   // Adds this feed's series into `series` (the cost snapshot's "series" object).
   void add_series(double t, boost::json::object& series);
   double step_s() const { return step_s_; }
@@ -46,6 +48,7 @@ class DashboardFeed final : public gateway::RequestFilter {
     std::map<std::string, double> queue_depth;
     std::map<std::string, std::pair<int, int>> desired_active;
     std::map<std::string, double> prefix_hit_ratio;
+    std::map<std::string, double> cache_audit;
   };
   Bucket& bucket_at(double t);  // mu_ held
   void offer(Reservoir& r, double v);  // mu_ held
@@ -58,5 +61,10 @@ class DashboardFeed final : public gateway::RequestFilter {
 };
 
 double unix_now();
+
+// The lines of the dashboard's audit chart from the cache's stats() ("audit" -> "models"): per
+// pool "<model> audited" and "<model> upper bound" once audits were judged, "<model> max" when
+// the pool has a max_false_hit_rate (issue 19).
+std::map<std::string, double> cache_audit_lines(const boost::json::object& cache_stats);
 
 }  // namespace tidegate::app

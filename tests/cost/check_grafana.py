@@ -18,11 +18,14 @@ KNOWN = {
     "tidegate_replica_cost_usd_total", "tidegate_tokens_total", "tidegate_budget_spend_usd",
     "tidegate_budget_limit_usd", "tidegate_queue_wait_seconds", "tidegate_scaler_signal",
     "tidegate_replica_prefix_cache_hit_ratio",
+    # the cache's online audits (issue 19)
+    "tidegate_cache_audit_false_hit_rate", "tidegate_cache_audit_false_hit_rate_upper",
+    "tidegate_cache_max_false_hit_rate", "tidegate_cache_audit_judged", "tidegate_cache_audits_total",
 }
 HIST = ("_bucket", "_sum", "_count")
 REQUIRED_TITLES = ["requests / s", "p50 / p99", "first token", "cache hit ratio", "saved", "cost by tenant",
                    "cost by model", "replicas by state", "queue depth", "gpu utilisation", "scaler decisions",
-                   "prefix-cache hit ratio"]
+                   "prefix-cache hit ratio", "audited false-hit rate"]
 
 
 def metric_names(expr):

@@ -52,5 +52,25 @@ TEST(DashboardFeed, PrefixHitRatioPerReplica) {
   EXPECT_DOUBLE_EQ(lines.at("m 127.0.0.1:9002").as_array().back().as_array().at(1).as_double(), 0.25);
 }
 
+TEST(DashboardFeed, CacheAuditRatesFromTheCacheStats) {
+  // stats() of a cache with one audited verifier pool and one cosine pool not audited yet.
+  const auto stats = boost::json::parse(R"({"audit":{"models":{
+      "v":{"judged":40,"false_hits":2,"false_hit_rate":0.05,"false_hit_rate_upper":0.15,"max_false_hit_rate":0.1},
+      "c":{"judged":0,"false_hits":0}}}})").as_object();
+  const auto lines = cache_audit_lines(stats);
+  EXPECT_EQ(lines, (std::map<std::string, double>{{"v audited", 0.05}, {"v upper bound", 0.15}, {"v max", 0.1}}));
+  EXPECT_TRUE(cache_audit_lines(boost::json::object{}).empty());
+  DashboardFeed feed(1.0, 3);
+  boost::json::object out;
+  feed.add_series(unix_now(), out);
+  EXPECT_FALSE(out.contains("cache_audit_false_hit_rate"));  // no audits: no panel
+  feed.sample(unix_now(), {}, {}, {}, lines);
+  out = {};
+  feed.add_series(unix_now(), out);
+  const auto& s = out.at("cache_audit_false_hit_rate").as_object();
+  EXPECT_EQ(s.at("unit").as_string(), "ratio");
+  EXPECT_DOUBLE_EQ(s.at("lines").at("v upper bound").as_array().back().as_array().at(1).as_double(), 0.15);
+}
+
 }  // namespace
 }  // namespace tidegate::app
