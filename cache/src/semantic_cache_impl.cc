@@ -346,7 +346,11 @@ void SemanticCacheImpl::audit(const CachePlan& plan, const LookupResult& hit, Re
   // The score the hit was decided on: the verifier's (combined) score, else the cosine (1 for
   // an exact-tier hit).
   const double score = hit.probability >= 0 ? hit.probability : hit.similarity;
-  auditor_->offer(plan, hit, decision_kind(plan.model), score, endpoint, body);
+  try {
+    auditor_->offer(plan, hit, decision_kind(plan.model), score, endpoint, body);
+  } catch (const std::exception& e) {  // the request path: an audit that cannot start is skipped
+    log::warn("cache.audit_failed", {{"error", e.what()}});
+  }
 }
 
 void SemanticCacheImpl::finish(const std::shared_ptr<LookupState>& state, LookupResult r,
