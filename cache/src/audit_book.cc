@@ -48,26 +48,26 @@ AuditCounts AuditBook::record(const std::string& model, const std::string& scope
 }
 
 bool AuditBook::refuses(const std::string& scope_key, const std::string& kind, double score) const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   const auto it = scopes_.find(scope_key);
   if (it == scopes_.end() || it->second.kind != kind || it->second.cut < 0) return false;
   return !(score > it->second.cut);
 }
 
 std::map<std::string, AuditCounts> AuditBook::models() const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   return models_;
 }
 
 std::size_t AuditBook::tightened_scopes() const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   std::size_t n = 0;
   for (const auto& [key, s] : scopes_) n += s.cut >= 0;
   return n;
 }
 
 boost::json::object AuditBook::stats() const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   boost::json::object o;
   std::size_t tightened = 0;
   for (const auto& [key, s] : scopes_) tightened += s.cut >= 0;
@@ -77,7 +77,7 @@ boost::json::object AuditBook::stats() const {
 }
 
 std::string AuditBook::serialize(std::uint64_t* version) const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   if (version) *version = version_;
   boost::json::object root;
   root["version"] = 1;
@@ -124,7 +124,7 @@ void AuditBook::restore(const std::string& text) {
 }
 
 bool AuditBook::dirty() const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   return version_ != saved_version_;
 }
 

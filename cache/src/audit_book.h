@@ -1,13 +1,15 @@
 #pragma once
 // What the audits found, kept per model pool (judged hits, false hits) and per scope (the cut
 // its false hits set), saved as one JSON file in the cache's data directory so a restart keeps
-// both the audited rate and the tightened decisions. Thread-safe (one lock, no I/O under it).
+// both the audited rate and the tightened decisions. Thread-safe (one reader-writer lock, no I/O
+// under it): every lookup with a match reads it, only judged audits write.
 #include <boost/json/object.hpp>
 
 #include <cstdint>
 #include <list>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -53,7 +55,7 @@ class AuditBook final {
   Scope& scope(const std::string& key);
 
   const std::size_t max_scopes_;
-  mutable std::mutex mu_;
+  mutable std::shared_mutex mu_;
   std::map<std::string, AuditCounts> models_;
   std::unordered_map<std::string, Scope> scopes_;
   std::list<std::string> lru_;  // most recently judged first
