@@ -7,8 +7,10 @@
 #include <boost/beast/http.hpp>
 
 #include <chrono>
+#include <stdexcept>
 
 #include "tidegate/common/log.h"
+#include "tidegate/common/url.h"
 #include "tidegate/common/json_text.h"
 
 namespace tidegate::cost {
@@ -18,23 +20,6 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
-
-struct Url {
-  std::string host, port = "80", target = "/";
-};
-
-bool parse_http_url(const std::string& url, Url* out) {
-  constexpr std::string_view scheme = "http://";
-  if (url.compare(0, scheme.size(), scheme) != 0) return false;
-  const auto rest = url.substr(scheme.size());
-  const auto slash = rest.find('/');
-  const auto hostport = rest.substr(0, slash);
-  if (slash != std::string::npos) out->target = rest.substr(slash);
-  const auto colon = hostport.rfind(':');
-  out->host = hostport.substr(0, colon);
-  if (colon != std::string::npos) out->port = hostport.substr(colon + 1);
-  return !out->host.empty() && !out->port.empty();
-}
 
 }  // namespace
 
@@ -95,9 +80,11 @@ void AlertDispatcher::run() {
 }
 
 bool AlertDispatcher::deliver(const std::string& body, std::string* error) const {
-  Url url;
-  if (!parse_http_url(url_, &url)) {
-    *error = "bad url";
+  common::HttpUrl url;
+  try {
+    url = common::parse_http_url(url_);
+  } catch (const std::invalid_argument& e) {
+    *error = std::string("bad url: ") + e.what();
     return false;
   }
   boost::asio::io_context ioc;
@@ -105,13 +92,13 @@ bool AlertDispatcher::deliver(const std::string& body, std::string* error) const
   const auto timeout = std::chrono::milliseconds(static_cast<long>(timeout_s_ * 1000));
   beast::error_code ec;
   tcp::resolver resolver(ioc);
-  const auto endpoints = resolver.resolve(url.host, url.port, ec);
+  const auto endpoints = resolver.resolve(url.host, std::to_string(url.port), ec);
   if (ec) {
     *error = "resolve: " + ec.message();
     return false;
   }
-  http::request<http::string_body> req{http::verb::post, url.target, 11};
-  req.set(http::field::host, url.host + ":" + url.port);
+  http::request<http::string_body> req{http::verb::post, url.target(), 11};
+  req.set(http::field::host, url.authority());
   req.set(http::field::content_type, "application/json");
   req.set(http::field::user_agent, "tidegate-cost");
   req.body() = body;

@@ -1,7 +1,9 @@
 #include <yaml-cpp/yaml.h>
+#include <stdexcept>
 
 
 #include "tidegate/common/config_error.h"
+#include "tidegate/common/url.h"
 #include "tidegate/cost/accounting.h"
 #include "tidegate/cost/config.h"
 
@@ -206,8 +208,13 @@ std::shared_ptr<const CostConfig> parse_cost_config(const YAML::Node& node, cons
   const auto ap = path_join(path, "alerts");
   yaml_reject_unknown(alerts, ap, {"webhook_url", "webhook_timeout"});
   cfg->webhook_url = yaml_string(alerts, "webhook_url", ap, std::string());
-  if (!cfg->webhook_url.empty() && cfg->webhook_url.rfind("http://", 0) != 0)
-    throw ConfigError(path_join(ap, "webhook_url"), yaml_line(alerts["webhook_url"]), "only http:// URLs are supported");
+  if (!cfg->webhook_url.empty()) {
+    try {
+      common::parse_http_url(cfg->webhook_url);  // the dispatcher parses it again per alert; refuse at load
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(path_join(ap, "webhook_url"), yaml_line(alerts["webhook_url"]), e.what());
+    }
+  }
   cfg->webhook_timeout_s = yaml_seconds(alerts, "webhook_timeout", ap, 2.0);
 
   const auto reporting = node["reporting"];

@@ -6,8 +6,10 @@
 #include <cctype>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "tidegate/common/config_error.h"
+#include "tidegate/common/url.h"
 
 namespace tidegate::gateway {
 namespace {
@@ -33,15 +35,20 @@ void parse_host_port(const std::string& text, const std::string& path, int line,
   port = static_cast<std::uint16_t>(value);
 }
 
-// Replica URLs are plain http (TLS to model servers is a non-goal on a private network).
+// Replica URLs are plain http (TLS to model servers is a non-goal on a private network), with
+// an explicit port and nothing after it: the gateway sends its own paths.
 void parse_url(const std::string& url, const std::string& path, int line, ReplicaConfig& r) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) throw ConfigError(path, line, "only http:// URLs are supported, got \"" + url + "\"");
-  auto rest = url.substr(scheme.size());
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  if (rest.find('/') != std::string::npos) throw ConfigError(path, line, "URL must not have a path: \"" + url + "\"");
-  parse_host_port(rest, path, line, r.host, r.port);
-  if (r.port == 0) throw ConfigError(path, line, "port must not be 0");
+  common::HttpUrl u;
+  try {
+    u = common::parse_http_url(url);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(path, line, e.what());
+  }
+  if (!u.port_written) throw ConfigError(path, line, "expected \"http://host:port\", got \"" + url + "\"");
+  if (u.path.find_first_not_of('/') != std::string::npos || u.has_query || url.find('#') != std::string::npos)
+    throw ConfigError(path, line, "URL must not have a path: \"" + url + "\"");
+  r.host = u.host;
+  r.port = u.port;
 }
 
 BalancerKind parse_balancer(const YAML::Node& node, const std::string& path) {

@@ -14,41 +14,15 @@
 #include <openssl/ssl.h>
 
 #include <chrono>
+#include <stdexcept>
+
+#include "tidegate/common/url.h"
 
 namespace tidegate::scaler::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
-
-std::optional<Url> parse_url(const std::string& url) {
-  Url u;
-  std::string rest;
-  if (url.rfind("http://", 0) == 0) {
-    rest = url.substr(7);
-  } else if (url.rfind("https://", 0) == 0) {
-    u.tls = true;
-    rest = url.substr(8);
-  } else {
-    return std::nullopt;
-  }
-  const auto slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  u.target = slash == std::string::npos ? "/" : rest.substr(slash);
-  if (!authority.empty() && authority.front() == '[') {  // [::1]:443
-    const auto close = authority.find(']');
-    if (close == std::string::npos) return std::nullopt;
-    u.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size() && authority[close + 1] == ':') u.port = authority.substr(close + 2);
-  } else {
-    const auto colon = authority.rfind(':');
-    u.host = authority.substr(0, colon);
-    if (colon != std::string::npos) u.port = authority.substr(colon + 1);
-  }
-  if (u.port.empty()) u.port = u.tls ? "443" : "80";
-  if (u.host.empty()) return std::nullopt;
-  return u;
-}
 
 namespace {
 
@@ -65,10 +39,10 @@ asio::awaitable<void> exchange(Stream& stream, Request& req, Response& res) {
   res = parser.release();
 }
 
-asio::awaitable<void> run(const Url& url, Request& req, Response& res, asio::ssl::context* ssl, tcp::socket*& raw) {
+asio::awaitable<void> run(const common::HttpUrl& url, Request& req, Response& res, asio::ssl::context* ssl, tcp::socket*& raw) {
   auto executor = co_await asio::this_coro::executor;
   tcp::resolver resolver(executor);
-  const auto endpoints = co_await resolver.async_resolve(url.host, url.port, asio::use_awaitable);
+  const auto endpoints = co_await resolver.async_resolve(url.host, std::to_string(url.port), asio::use_awaitable);
   if (!ssl) {
     tcp::socket socket(executor);
     raw = &socket;
@@ -93,9 +67,11 @@ Result request(const std::string& method, const std::string& url_text,
                const std::vector<std::pair<std::string, std::string>>& headers, const std::string& body,
                double timeout_s, const TlsOptions& tls) {
   Result result;
-  const auto url = parse_url(url_text);
-  if (!url) {
-    result.error = "bad url: " + url_text;
+  std::optional<common::HttpUrl> url;
+  try {
+    url = common::parse_http_url(url_text, common::UrlSchemes::kHttpOrHttps);
+  } catch (const std::invalid_argument& e) {
+    result.error = std::string("bad url: ") + e.what();
     return result;
   }
   std::optional<asio::ssl::context> ssl;
@@ -115,7 +91,7 @@ Result request(const std::string& method, const std::string& url_text,
     }
   }
 
-  Request req{bhttp::string_to_verb(method), url->target, 11};
+  Request req{bhttp::string_to_verb(method), url->target(), 11};
   req.set(bhttp::field::host, url->host);
   req.set(bhttp::field::user_agent, "tidegate-scaler");
   for (const auto& [k, v] : headers) req.set(k, v);

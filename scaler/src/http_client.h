@@ -9,14 +9,6 @@
 
 namespace tidegate::scaler::http {
 
-struct Url {
-  bool tls = false;
-  std::string host;
-  std::string port;
-  std::string target;  // path + query
-};
-std::optional<Url> parse_url(const std::string& url);
-
 struct TlsOptions {
   std::string ca_file;               // PEM bundle; empty = system default paths
   bool insecure_skip_verify = false;  // tests and labs only

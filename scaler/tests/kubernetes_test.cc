@@ -311,20 +311,7 @@ TEST(K8sTls, VerifiesTheApiServerAgainstTheConfiguredCa) {
   fs::remove_all(dir);
 }
 
-TEST(HttpClient, ParsesUrls) {
-  auto u = http::parse_url("https://[::1]:6443/apis?x=1");
-  ASSERT_TRUE(u);
-  EXPECT_TRUE(u->tls);
-  EXPECT_EQ(u->host, "::1");
-  EXPECT_EQ(u->port, "6443");
-  EXPECT_EQ(u->target, "/apis?x=1");
-  u = http::parse_url("http://example");
-  ASSERT_TRUE(u);
-  EXPECT_EQ(u->port, "80");
-  EXPECT_EQ(u->target, "/");
-  EXPECT_FALSE(http::parse_url("ftp://x/"));
-  EXPECT_FALSE(http::parse_url("http:///x"));
-}
+// HttpClient.ParsesUrls moved to common/tests/url_test.cc with the parser.
 
 TEST(HttpClient, DeadlineCoversASilentServer) {
   // Listens (the kernel completes the handshake) but never answers.

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "minilm_internal.h"
+#include "tidegate/common/url.h"
 
 namespace tidegate::cache {
 namespace {
@@ -26,36 +27,28 @@ struct Endpoint {
   std::string host, port, target, url;
 };
 
+// The shared parser, plus what this endpoint adds: "/embeddings" after an OpenAI base URL.
 Endpoint parse_url(const std::string& url) {
-  constexpr std::string_view scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) {
-    throw std::invalid_argument("openai embedder: url must start with http:// (got '" + url +
-                                "'); for https put a TLS proxy in front");
+  common::HttpUrl u;
+  try {
+    u = common::parse_http_url(url);
+  } catch (const std::invalid_argument& e) {
+    const bool tls = url.rfind("https://", 0) == 0;
+    throw std::invalid_argument("openai embedder: " + std::string(e.what()) +
+                                (tls ? "; for https put a TLS proxy in front" : ""));
   }
-  Endpoint e;
-  e.url = url;
-  const std::string rest = url.substr(scheme.size());
-  const auto slash = rest.find('/');
-  const std::string authority = rest.substr(0, slash);
-  std::string path = slash == std::string::npos ? "" : rest.substr(slash);
-  if (authority.empty()) throw std::invalid_argument("openai embedder: url '" + url + "' has no host");
-  const auto colon = authority.rfind(':');
-  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
-    e.host = authority.substr(0, colon);
-    e.port = authority.substr(colon + 1);
-  } else {
-    e.host = authority;
-    e.port = "80";
-  }
-  if (!e.host.empty() && e.host.front() == '[' && e.host.back() == ']') e.host = e.host.substr(1, e.host.size() - 2);
-  if (e.host.empty() || e.port.empty()) throw std::invalid_argument("openai embedder: url '" + url + "' has no host or port");
+  std::string path = u.path;
   while (!path.empty() && path.back() == '/') path.pop_back();
   constexpr std::string_view suffix = "/embeddings";
   if (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) {
     path += suffix;
   }
-  e.target = path;
-  e.url = "http://" + authority + path;
+  u.path = path;
+  Endpoint e;
+  e.host = u.host;
+  e.port = std::to_string(u.port);
+  e.target = u.target();
+  e.url = "http://" + u.authority() + e.target;
   return e;
 }
 
