@@ -1,9 +1,6 @@
 // Budgets: soft alerts (log, metric, webhook, once per period), hard refusals, period boundary
 // crossed mid-request, persistence across restarts, and threads racing to the limit.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +8,10 @@
 #include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <thread>
 
 #include "test_util.h"
+#include "tidegate/testing/fake_http_server.h"
 
 namespace tidegate::cost {
 namespace {
@@ -27,65 +24,17 @@ constexpr double kNearMidnight = 1796083170.0;
 // A real HTTP receiver on 127.0.0.1 that records POST bodies and answers 204.
 class WebhookReceiver {
  public:
-  WebhookReceiver() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(fd_, 8);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    timeval tv{0, 200000};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~WebhookReceiver() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-  std::vector<std::string> bodies() {
-    std::lock_guard lock(mu_);
-    return bodies_;
+  int port() const { return server_.port(); }
+  std::vector<std::string> bodies() const {
+    std::vector<std::string> out;
+    for (const auto& r : server_.requests()) out.push_back(r.body);
+    return out;
   }
 
  private:
-  void serve() {
-    while (!stop_) {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;  // timeout: check stop_
-      timeval tv{2, 0};
-      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      std::string data;
-      char buf[4096];
-      for (int i = 0; i < 100; ++i) {  // read head, then Content-Length bytes of body
-        const auto n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        data.append(buf, static_cast<std::size_t>(n));
-        const auto head_end = data.find("\r\n\r\n");
-        if (head_end == std::string::npos) continue;
-        const auto cl = data.find("Content-Length: ");
-        const auto length = cl == std::string::npos ? 0 : std::stoul(data.substr(cl + 16));
-        if (data.size() >= head_end + 4 + length) {
-          std::lock_guard lock(mu_);
-          bodies_.push_back(data.substr(head_end + 4, length));
-          break;
-        }
-      }
-      const std::string reply = "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n";
-      ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
-      ::close(c);
-    }
-  }
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::vector<std::string> bodies_;
-  std::thread thread_;
+  tidegate::testing::FakeHttpServer server_{[](const tidegate::testing::FakeRequest&) {
+    return tidegate::testing::FakeResponse{204, ""};
+  }};
 };
 
 std::string budget_config(const std::string& extra) {

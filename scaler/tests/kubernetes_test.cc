@@ -21,10 +21,10 @@
 #include <map>
 #include <mutex>
 
-#include "fake_http_server.h"
 #include "http_client.h"
 #include "tidegate/scaler/actuators.h"
 #include "tidegate/scaler/lifecycle.h"
+#include "tidegate/testing/fake_http_server.h"
 
 extern char** environ;
 

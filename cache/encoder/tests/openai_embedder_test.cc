@@ -1,109 +1,68 @@
-// Against a real HTTP server on 127.0.0.1 (Beast, on its own thread): deterministic vectors,
+// Against a real HTTP server on 127.0.0.1 (the shared test server): deterministic vectors,
 // out-of-order replies, errors, and a server that never answers.
 #include "tidegate/cache/openai_embedder.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <cmath>
-#include <mutex>
-#include <thread>
+
+#include "tidegate/testing/fake_http_server.h"
 
 namespace tidegate::cache {
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 enum class Mode { kVectors, kHang, kError, kGarbage, kWrongDim };
 
+using tidegate::testing::FakeHttpServer;
+using tidegate::testing::FakeRequest;
+using tidegate::testing::FakeResponse;
+
+// An embedding endpoint that answers in one way (`mode`), on the shared test server.
+FakeResponse answer(Mode mode, const FakeRequest& req) {
+  if (mode == Mode::kHang) {
+    FakeResponse never;
+    never.hang = true;  // keep the socket open, never answer
+    return never;
+  }
+  if (mode == Mode::kError) return {503, R"({"error":"model loading"})"};
+  if (mode == Mode::kGarbage) return {200, "not json"};
+  // Vector for text t: [len(t), 1, 0, 2] (unnormalised), listed in reverse order with index.
+  const auto input = boost::json::parse(req.body).at("input").as_array();
+  boost::json::array data;
+  for (std::size_t i = input.size(); i-- > 0;) {
+    const double len = static_cast<double>(input[i].as_string().size());
+    boost::json::array emb{len, 1.0, 0.0, 2.0};
+    if (mode == Mode::kWrongDim) emb.emplace_back(5.0);
+    data.push_back(boost::json::object{{"object", "embedding"}, {"index", i}, {"embedding", emb}});
+  }
+  return {200, boost::json::serialize(boost::json::object{{"object", "list"}, {"data", data}})};
+}
+
 class FakeServer {
  public:
-  explicit FakeServer(Mode mode) : mode_(mode), acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
-    accept();
-    thread_ = std::thread([this] { ioc_.run(); });
-  }
-  ~FakeServer() {
-    ioc_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/v1"; }
+  explicit FakeServer(Mode mode) : server_([mode](const FakeRequest& r) { return answer(mode, r); }) {}
+  std::string url() const { return server_.url() + "/v1"; }
   std::vector<std::string> auth_headers() const {
-    std::lock_guard lk(mu_);
-    return auth_headers_;
+    std::vector<std::string> out;
+    for (auto& r : server_.requests()) out.push_back(r.headers.count("authorization") ? r.headers.at("authorization") : "");
+    return out;
   }
   std::vector<std::size_t> batch_sizes() const {
-    std::lock_guard lk(mu_);
-    return batch_sizes_;
+    std::vector<std::size_t> out;
+    for (auto& r : server_.requests()) out.push_back(boost::json::parse(r.body).at("input").as_array().size());
+    return out;
   }
+  int connections() const { return server_.connections(); }
 
  private:
-  struct Session {
-    explicit Session(tcp::socket s) : socket(std::move(s)) {}
-    tcp::socket socket;
-    beast::flat_buffer buffer;
-    http::request<http::string_body> req;
-    http::response<http::string_body> res;
-  };
-
-  void accept() {
-    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec) return;
-      auto s = std::make_shared<Session>(std::move(socket));
-      http::async_read(s->socket, s->buffer, s->req, [this, s](beast::error_code ec2, std::size_t) {
-        if (!ec2) respond(s);
-      });
-      accept();
-    });
-  }
-
-  void respond(const std::shared_ptr<Session>& s) {
-    std::lock_guard lk(mu_);
-    auth_headers_.emplace_back(s->req[http::field::authorization]);
-    if (mode_ == Mode::kHang) {
-      hung_.push_back(s);  // keep the socket open, never answer
-      return;
-    }
-    s->res.version(11);
-    s->res.result(http::status::ok);
-    s->res.set(http::field::content_type, "application/json");
-    const auto input = boost::json::parse(s->req.body()).at("input").as_array();
-    batch_sizes_.push_back(input.size());
-    if (mode_ == Mode::kError) {
-      s->res.result(http::status::service_unavailable);
-      s->res.body() = R"({"error":"model loading"})";
-    } else if (mode_ == Mode::kGarbage) {
-      s->res.body() = "not json";
-    } else {
-      // Vector for text t: [len(t), 1, 0, 2] (unnormalised), listed in reverse order with index.
-      boost::json::array data;
-      for (std::size_t i = input.size(); i-- > 0;) {
-        const double len = static_cast<double>(input[i].as_string().size());
-        boost::json::array emb{len, 1.0, 0.0, 2.0};
-        if (mode_ == Mode::kWrongDim) emb.emplace_back(5.0);
-        data.push_back(boost::json::object{{"object", "embedding"}, {"index", i}, {"embedding", emb}});
-      }
-      s->res.body() = boost::json::serialize(boost::json::object{{"object", "list"}, {"data", data}});
-    }
-    s->res.prepare_payload();
-    http::async_write(s->socket, s->res, [s](beast::error_code, std::size_t) {});
-  }
-
-  mutable std::mutex mu_;
-  std::vector<std::string> auth_headers_;
-  std::vector<std::size_t> batch_sizes_;
-  Mode mode_;
-  asio::io_context ioc_;
-  tcp::acceptor acceptor_;
-  std::vector<std::shared_ptr<Session>> hung_;
-  std::thread thread_;
+  FakeHttpServer server_;
 };
 
 OpenAIEmbedderOptions options_for(const FakeServer& server) {
