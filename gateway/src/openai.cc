@@ -18,23 +18,23 @@ std::string error_body(const ApiError& e) {
   return json::serialize(root);
 }
 
-ApiError bad_request(std::string message, std::string param, std::string code) {
-  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code), 0};
+std::string_view error_type_for_status(int status) {
+  if (status == 401) return "authentication_error";
+  if (status == 403) return "permission_error";
+  if (status == 429) return "rate_limit_error";
+  if (status == 400 || status == 404 || status == 405 || status == 413 || status == 431) return "invalid_request_error";
+  return "server_error";
 }
 
-ApiError error_with_status(int status, std::string message, std::string code) {
-  std::string type = "server_error";
-  if (status == 401) type = "authentication_error";
-  else if (status == 403) type = "permission_error";
-  else if (status == 404 || status == 400 || status == 413 || status == 405 || status == 431) type = "invalid_request_error";
-  else if (status == 429) type = "rate_limit_error";
-  return ApiError{status, std::move(message), std::move(type), "", std::move(code), 0};
+ApiError api_error(Failure failure, std::string message, std::string param) {
+  const auto& s = spec(failure);
+  return ApiError{s.status, std::move(message), std::string(s.type), std::move(param), std::string(s.code), 0, {}, failure};
 }
 
 namespace {
 
 std::optional<ApiError> wrong_type(const char* field, const char* expected) {
-  return bad_request(std::string("'") + field + "' must be " + expected, field, "invalid_type");
+  return api_error(Failure::kInvalidType, std::string("'") + field + "' must be " + expected, field);
 }
 
 // Parses a request body into a DOM whose nodes come from one arena rather than one malloc
@@ -83,26 +83,26 @@ bool add_include_usage(std::string_view body, const RequestFacts& f, const json:
 std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, ParsedRequest& out, bool build_dom) {
   out.endpoint = endpoint;
   RequestFacts f;
-  if (!scan_request(body, f)) return bad_request("request body is not valid JSON", "", "invalid_json");
-  if (!f.is_object) return bad_request("request body must be a JSON object", "", "invalid_json");
+  if (!scan_request(body, f)) return api_error(Failure::kInvalidJson, "request body is not valid JSON");
+  if (!f.is_object) return api_error(Failure::kInvalidJson, "request body must be a JSON object");
   if (build_dom) {
     json::error_code ec;
     out.json = std::make_shared<const json::value>(parse_body(body, ec));
-    if (ec) return bad_request("request body is not valid JSON: " + ec.message(), "", "invalid_json");
+    if (ec) return api_error(Failure::kInvalidJson, "request body is not valid JSON: " + ec.message());
   }
 
   if (f.model.kind == JsonKind::kMissing || f.model.kind == JsonKind::kNull)
-    return bad_request("you must provide a model parameter", "model", "missing_model");
+    return api_error(Failure::kMissingModel, "you must provide a model parameter", "model");
   if (f.model.kind != JsonKind::kString) return wrong_type("model", "a string");
   out.model.clear();
   f.model.text.append_to(out.model);
-  if (out.model.empty()) return bad_request("'model' must not be empty", "model", "missing_model");
+  if (out.model.empty()) return api_error(Failure::kMissingModel, "'model' must not be empty", "model");
 
   if (endpoint == Endpoint::kChat) {
     const auto& m = f.messages;
-    if (m.kind == JsonKind::kMissing) return bad_request("'messages' is required", "messages", "missing_messages");
+    if (m.kind == JsonKind::kMissing) return api_error(Failure::kMissingMessages, "'messages' is required", "messages");
     if (m.kind != JsonKind::kArray) return wrong_type("messages", "an array");
-    if (m.size == 0) return bad_request("'messages' must not be empty", "messages", "empty_messages");
+    if (m.size == 0) return api_error(Failure::kEmptyMessages, "'messages' must not be empty", "messages");
     if (!m.all_objects) return wrong_type("messages", "an array of objects");
     out.prompt_begin = m.begin, out.prompt_end = m.end;
   } else {
@@ -110,10 +110,10 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     const auto& v = completions ? f.prompt : f.input;
     const char* name = completions ? "prompt" : "input";
     if (v.kind == JsonKind::kMissing)
-      return bad_request(std::string("'") + name + "' is required", name, std::string("missing_") + name);
+      return api_error(completions ? Failure::kMissingPrompt : Failure::kMissingInput, std::string("'") + name + "' is required", name);
     if (v.kind != JsonKind::kString && v.kind != JsonKind::kArray) return wrong_type(name, "a string or an array");
     if ((v.kind == JsonKind::kString && v.text.raw.empty()) || (v.kind == JsonKind::kArray && v.size == 0))
-      return bad_request(std::string("'") + name + "' must not be empty", name, std::string("empty_") + name);
+      return api_error(completions ? Failure::kEmptyPrompt : Failure::kEmptyInput, std::string("'") + name + "' must not be empty", name);
     out.prompt_begin = v.begin, out.prompt_end = v.end;
   }
 
@@ -121,7 +121,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     if (f.stream.kind != JsonKind::kBool) return wrong_type("stream", "a boolean");
     out.stream = f.stream.boolean;
   }
-  if (out.stream && endpoint == Endpoint::kEmbeddings) return bad_request("embeddings cannot stream", "stream", "invalid_value");
+  if (out.stream && endpoint == Endpoint::kEmbeddings) return api_error(Failure::kInvalidValue, "embeddings cannot stream", "stream");
   if (f.stream_options.kind != JsonKind::kMissing && f.stream_options.kind != JsonKind::kNull) {
     if (f.stream_options.kind != JsonKind::kObject) return wrong_type("stream_options", "an object");
     const auto& iu = f.include_usage;
@@ -135,10 +135,10 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     const char* key = m == &f.max_tokens ? "max_tokens" : "max_completion_tokens";
     if (m->kind != JsonKind::kNumber || m->number.kind == JsonNumber::Kind::kDouble) return wrong_type(key, "an integer");
     if (m->number.kind == JsonNumber::Kind::kUint)
-      return bad_request(std::string("'") + key + "' is too large", key, "invalid_value");
+      return api_error(Failure::kInvalidValue, std::string("'") + key + "' is too large", key);
     // As OpenAI: 0 asks for an answer of nothing, which engines treat differently (llama.cpp
     // reads it as "no limit"), so it is refused rather than passed on.
-    if (m->number.i < 1) return bad_request(std::string("'") + key + "' must be >= 1", key, "invalid_value");
+    if (m->number.i < 1) return api_error(Failure::kInvalidValue, std::string("'") + key + "' must be >= 1", key);
     out.max_tokens = m->number.i;
   }
   if (f.temperature.kind != JsonKind::kMissing && f.temperature.kind != JsonKind::kNull) {
@@ -147,12 +147,12 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     out.temperature = t.kind == JsonNumber::Kind::kInt    ? static_cast<double>(t.i)
                       : t.kind == JsonNumber::Kind::kUint ? static_cast<double>(t.u)
                                                           : t.d;
-    if (*out.temperature < 0 || *out.temperature > 2) return bad_request("'temperature' must be between 0 and 2", "temperature", "invalid_value");
+    if (*out.temperature < 0 || *out.temperature > 2) return api_error(Failure::kInvalidValue, "'temperature' must be between 0 and 2", "temperature");
   }
   if (f.n.kind != JsonKind::kMissing && f.n.kind != JsonKind::kNull) {
     if (f.n.kind != JsonKind::kNumber || f.n.number.kind == JsonNumber::Kind::kDouble) return wrong_type("n", "an integer");
     if (f.n.number.kind == JsonNumber::Kind::kUint || f.n.number.i < 1 || f.n.number.i > 128)
-      return bad_request("'n' must be between 1 and 128", "n", "invalid_value");
+      return api_error(Failure::kInvalidValue, "'n' must be between 1 and 128", "n");
     out.n = f.n.number.i;
   }
   if (f.user.kind != JsonKind::kMissing && f.user.kind != JsonKind::kNull) {
@@ -167,7 +167,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     // The scan and boost::json agree on what is valid (ParseRequest.ScanAgreesWithFullParse);
     // should they ever not, boost::json, the parser the rewrite needs, has the last word.
     if (!add_include_usage(body, f, out.json.get(), out.rewritten_body))
-      return bad_request("request body is not valid JSON", "", "invalid_json");
+      return api_error(Failure::kInvalidJson, "request body is not valid JSON");
     out.usage_injected = true;
   }
   return std::nullopt;

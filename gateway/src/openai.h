@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "failure.h"
+
 namespace tidegate::gateway {
 
 enum class Endpoint { kChat, kCompletions, kEmbeddings };
@@ -21,12 +23,15 @@ struct ApiError {
   std::string param;  // empty -> null
   std::string code;   // machine-readable reason; also the metrics/log "reason"
   double retry_after_s = 0;  // >0: Retry-After header
+  std::string challenge;     // non-empty: WWW-Authenticate header (a browser then asks for the key)
+  Failure failure = Failure::kBadHttp;  // the row of failure.h it comes from
 };
 
 std::string error_body(const ApiError& e);
-// Canned errors, one place for wording and status.
-ApiError bad_request(std::string message, std::string param, std::string code);
-ApiError error_with_status(int status, std::string message, std::string code);
+// The error a Failure gives the client (status, type and code from its row), with the words.
+ApiError api_error(Failure failure, std::string message, std::string param = {});
+// OpenAI's error type for an HTTP status (for an engine's own error, relayed).
+std::string_view error_type_for_status(int status);
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kChat;

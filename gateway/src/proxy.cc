@@ -65,7 +65,7 @@ void Session::proxy() {
   ++gen_;
   awaiting_upstream_ = true;
   pool_ = impl_->upstreams.find(ctx_->model);
-  if (!pool_) return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
+  if (!pool_) return fail(Failure::kNoReadyReplica, "no replica is ready for model '" + ctx_->model + "'");
   // The scaler prices demand in prompt tokens; a quarter of the body's bytes is the estimate
   // (English runs ~4 characters a token; JSON quoting adds a little).
   prompt_estimate_ = std::max<std::uint64_t>(1, req_.body().size() / 4);
@@ -86,14 +86,12 @@ void Session::proxy() {
       return start_attempt(std::move(got.replica), false);
     case ReplicaPool::Status::kNoReplica:
       pool_->note_first_token(-1);  // turned away for want of capacity: an SLO miss
-      impl_->stats.local_reply("no_ready_replica");
-      return send_error(error_with_status(503, "no replica is ready for model '" + ctx_->model + "'", "no_ready_replica"));
+      return fail(Failure::kNoReadyReplica, "no replica is ready for model '" + ctx_->model + "'");
     case ReplicaPool::Status::kQueueFull: {
       pool_->note_first_token(-1);
-      impl_->stats.local_reply("queue_full");
-      auto e = error_with_status(429, "model '" + ctx_->model + "' is at capacity and its queue is full; retry later", "queue_full");
+      auto e = api_error(Failure::kQueueFull, "model '" + ctx_->model + "' is at capacity and its queue is full; retry later");
       e.retry_after_s = 1;
-      return send_error(e);
+      return fail(e);
     }
     case ReplicaPool::Status::kQueued:
       break;
@@ -114,13 +112,10 @@ void Session::proxy() {
     self->pool_->note_first_token(-1);
     self->ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - self->queued_at_).count();
     self->impl_->stats.queue_wait(self->ctx_->model, self->ctx_->timings.queue_s);
-    self->impl_->stats.local_reply("queue_timeout");
-    // 503, not 429: the client did nothing wrong; capacity did not free up in time.
-    auto e = error_with_status(503, "request waited " + std::to_string(static_cast<int>(std::lround(wait))) +
-                                        "s in the queue for model '" + self->ctx_->model + "' without a free replica",
-                               "queue_timeout");
+    auto e = api_error(Failure::kQueueTimeout, "request waited " + std::to_string(static_cast<int>(std::lround(wait))) +
+                                                   "s in the queue for model '" + self->ctx_->model + "' without a free replica");
     e.retry_after_s = std::max(1.0, wait);
-    self->send_error(e);
+    self->fail(e);
   });
 }
 
@@ -190,18 +185,18 @@ void Session::connect(const ReplicaPtr& replica) {
     // Hostnames are resolved synchronously here only as a fallback; configs use IPs.
     tcp::resolver resolver(stream_.get_executor());
     auto results = resolver.resolve(replica->host, std::to_string(replica->port), ec);
-    if (ec || results.empty()) return attempt_failed("resolve_failed", true, false);
+    if (ec || results.empty()) return attempt_failed(Failure::kResolveFailed);
     upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
     return upstream_->async_connect(results, [self = shared_from_this(), g = gen_](beast::error_code ec, const tcp::endpoint&) {
       if (g != self->gen_) return;  // the client left; this request is gone
-      if (ec) return self->attempt_failed(ec == beast::error::timeout ? "connect_timeout" : "connect_failed", true, false);
+      if (ec) return self->attempt_failed(ec == beast::error::timeout ? Failure::kConnectTimeout : Failure::kConnectFailed);
       self->send_upstream();
     });
   }
   upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
   upstream_->async_connect(tcp::endpoint(addr, replica->port), [self = shared_from_this(), g = gen_](beast::error_code ec) {
     if (g != self->gen_) return;
-    if (ec) return self->attempt_failed(ec == beast::error::timeout ? "connect_timeout" : "connect_failed", true, false);
+    if (ec) return self->attempt_failed(ec == beast::error::timeout ? Failure::kConnectTimeout : Failure::kConnectFailed);
     self->upstream_->socket().set_option(tcp::no_delay(true), ec);
     self->send_upstream();
   });
@@ -247,7 +242,8 @@ void Session::send_upstream() {
     if (g != self->gen_) return;
     if (ec) {
       self->upstream_deadline_ = Clock::time_point::max();
-      return self->attempt_failed("write_failed", true, ec == beast::error::timeout || self->upstream_timed_out_);
+      const bool timed_out = ec == beast::error::timeout || self->upstream_timed_out_;
+      return self->attempt_failed(timed_out ? Failure::kWriteTimeout : Failure::kWriteFailed);
     }
     self->interim_heads_ = 0;
     self->read_upstream_head();
@@ -285,8 +281,7 @@ void Session::arm_upstream_deadline(double seconds) {
 }
 
 void Session::on_upstream_head(beast::error_code ec) {
-  if (ec) return attempt_failed(ec == beast::error::timeout ? "first_byte_timeout" : "read_failed", true,
-                                ec == beast::error::timeout);
+  if (ec) return attempt_failed(ec == beast::error::timeout ? Failure::kFirstByteTimeout : Failure::kReadFailed);
   const int status = up_parser_->status();
   if (status >= 100 && status < 200 && status != 101 && ++interim_heads_ <= kMaxInterimHeads) {
     // An interim answer (100 Continue, 103 Early Hints) is not the answer: relayed as final, it
@@ -298,7 +293,7 @@ void Session::on_upstream_head(beast::error_code ec) {
     return read_upstream_head();
   }
   if (status < 200 || status > 599)  // 101 (we asked for no upgrade), endless 1xx, 999: not HTTP we relay
-    return attempt_failed("bad_status", true, false);
+    return attempt_failed(Failure::kBadStatus);
   // 502/503/504 are the replica's whatever their body says; other errors are classified by
   // their body once it is read (upstream_answer.h).
   if (is_replica_status(status) && retry_elsewhere(status)) return;
@@ -324,7 +319,7 @@ void Session::read_upstream_body() {
     const std::size_t used = up_parser_->put(up_buffer_.data(), ec);
     up_buffer_.consume(used);
     if (ec == http::error::need_more) break;
-    if (ec) return attempt_failed("body_read_failed", false, false);
+    if (ec) return attempt_failed(Failure::kBodyReadFailed);
     if (up_body_.size() > config_->limits.max_upstream_body_bytes) return upstream_body_too_large();
     if (used == 0) break;
   }
@@ -333,8 +328,7 @@ void Session::read_upstream_body() {
   http::async_read_some(*upstream_, up_buffer_, *up_parser_, [self = shared_from_this(), g = gen_](beast::error_code ec, std::size_t) {
     if (g != self->gen_) return;
     if (!ec && self->up_body_.size() > self->config_->limits.max_upstream_body_bytes) return self->upstream_body_too_large();
-    if (ec) return self->attempt_failed(ec == beast::error::timeout ? "body_timeout" : "body_read_failed", false,
-                                        ec == beast::error::timeout);
+    if (ec) return self->attempt_failed(ec == beast::error::timeout ? Failure::kBodyTimeout : Failure::kBodyReadFailed);
     self->read_upstream_body();
   });
 }
@@ -342,14 +336,13 @@ void Session::read_upstream_body() {
 // Not the replica's fault as far as health goes (it answered), and not retried: the same
 // request would produce the same body.
 void Session::upstream_body_too_large() {
-  impl_->stats.upstream_error(ctx_->model, "body_too_large");
+  impl_->stats.upstream_error(ctx_->model, std::string(spec(Failure::kUpstreamBodyTooLarge).name));
   drop_upstream();
   release_replica(Outcome::kNeutral);
   up_body_.clear();
   up_body_.shrink_to_fit();
-  send_error(error_with_status(502, "upstream response body is larger than limits.max_upstream_body_bytes (" +
-                                        std::to_string(config_->limits.max_upstream_body_bytes) + " bytes)",
-                               "upstream_body_too_large"));
+  fail(Failure::kUpstreamBodyTooLarge, "upstream response body is larger than limits.max_upstream_body_bytes (" +
+                                          std::to_string(config_->limits.max_upstream_body_bytes) + " bytes)");
 }
 
 // Retries a replica-attributed failure on another replica when one can take it right now
@@ -438,47 +431,44 @@ void Session::on_upstream_body(beast::error_code) {
   send_local(std::move(r));
 }
 
-void Session::attempt_failed(const std::string& step_reason, bool before_response, bool timeout) {
+void Session::attempt_failed(Failure failure) {
   if (!ctx_) {  // the request already ended (client gone)
     drop_upstream();
     return release_replica(Outcome::kNeutral);
   }
   // Each step's deadline is cut short by what is left of the total budget: when that is what
   // ran out, the total is to blame, not the step, and no other replica has time left either.
-  static const std::string kTotalTimeout = "total_timeout";
-  const bool total_spent = step_reason.ends_with("_timeout") && since_start() >= config_->timeouts.total_s - 0.01;
-  const std::string& reason = total_spent ? kTotalTimeout : step_reason;
-  timeout = timeout || total_spent;
-  const bool stale_reuse =
-      upstream_reused_ && before_response && !timeout && reason != "connect_failed" && reason != "bad_status";
+  if (spec(failure).deadline && since_start() >= config_->timeouts.total_s - 0.01) failure = Failure::kTotalTimeout;
+  const FailureSpec& row = spec(failure);
+  // A kept-alive connection the replica had closed shows as a failed write or read before any
+  // response: not an upstream error (healthy replicas do it), and not a new try; the same
+  // replica on a fresh connection.
+  const bool stale_reuse = upstream_reused_ && (failure == Failure::kWriteFailed || failure == Failure::kReadFailed);
   drop_upstream();
   if (stale_reuse && replica_) {
-    // A kept-alive connection the replica had closed: not an upstream error (healthy
-    // replicas do it), and not a new try; the same replica on a fresh connection.
     worker_.conns.distrust(replica_->serial);
     auto r = replica_;
     upstream_reused_ = false;
     --attempts_;
     return start_attempt(std::move(r), true);
   }
-  impl_->stats.upstream_error(ctx_->model, reason);
+  const std::string name(row.name);
+  impl_->stats.upstream_error(ctx_->model, name);
   release_replica(Outcome::kFailure);
-  if (before_response && !response_started_ && !timeout && attempts_ <= config_->max_retries) {
+  if (row.retryable && !response_started_ && attempts_ <= config_->max_retries) {
     if (auto next = pool_->try_acquire(tried_, route_hint_.get())) {
       impl_->stats.retries.Add({{"model", ctx_->model}}).Increment();
       return start_attempt(std::move(next), false);
     }
   }
-  if (response_started_) {
-    ApiError e = timeout ? error_with_status(504, "upstream stopped sending (" + reason + ")", reason)
-                         : error_with_status(502, "upstream failed mid-response (" + reason + ")", reason);
+  if (response_started_) {  // the head went out: the stream ends with an error event naming the step
+    ApiError e = api_error(failure, (row.status == 504 ? "upstream stopped sending (" : "upstream failed mid-response (") + name + ")");
+    e.code = name;
     return end_stream_with_error(e);
   }
-  if (timeout) return send_error(error_with_status(504, "upstream timed out (" + reason + ")", "upstream_timeout"));
-  if (reason == "connect_failed" || reason == "connect_timeout" || reason == "resolve_failed")
-    return send_error(error_with_status(503, "no replica of model '" + ctx_->model + "' is reachable (" + reason + ")",
-                                        "no_ready_replica"));
-  send_error(error_with_status(502, "upstream failed (" + reason + ")", "upstream_error"));
+  if (row.status == 504) return fail(failure, "upstream timed out (" + name + ")");
+  if (row.status == 503) return fail(failure, "no replica of model '" + ctx_->model + "' is reachable (" + name + ")");
+  fail(failure, "upstream failed (" + name + ")");
 }
 
 // While the replica works, a wait on the client socket notices a client that hangs up, so its
@@ -510,12 +500,11 @@ void Session::watch_client() {
     }
     if (ec && !self->resume_after_watch_ && self->ctx_ && self->awaiting_upstream_) {
       ++self->gen_;  // orphan the upstream handlers still in flight
-      self->impl_->stats.local_reply("client_disconnected");
       if (self->waiting_in_queue_) {
         self->waiting_in_queue_ = false;
         self->pool_->cancel(self->ticket_);
       }
-      return self->close();
+      return self->fail(Failure::kClientDisconnected, "");  // counted; the connection closes
     }
     // Otherwise cancelled on purpose (the response is done and the next request may be read),
     // or the client went away after its answer: the next read finds out.

@@ -165,6 +165,9 @@ class TurnedAway final : public std::enable_shared_from_this<TurnedAway> {
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
       "Content-Length: 109\r\n\r\n";
   static_assert(kBody.size() == 109, "Content-Length in kHead must match kBody");
+  // Canned (no allocation while flooded), but the table's row all the same.
+  static_assert(spec(Failure::kMaxConnections).status == 503 && spec(Failure::kMaxConnections).code == "max_connections" &&
+                spec(Failure::kMaxConnections).type == "server_error");
   static std::array<net::const_buffer, 2> busy() { return {net::buffer(kHead), net::buffer(kBody)}; }
 
   void on_written(beast::error_code ec) {
@@ -202,7 +205,7 @@ void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
     if (!ec) {
       const auto cfg = impl->config();
       if (impl->open_connections >= cfg->limits.max_connections) {
-        impl->stats.local_reply("max_connections");
+        impl->stats.local_reply(std::string(spec(Failure::kMaxConnections).code));
         TurnedAway::answer(impl, std::move(socket));
       } else {
         socket.set_option(tcp::no_delay(true), ec);

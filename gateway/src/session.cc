@@ -160,24 +160,18 @@ void Session::read_header() {
 void Session::on_header(beast::error_code ec) {
   start_ = Clock::now();
   if (ec == http::error::header_limit) {
-    impl_->stats.local_reply("header_too_large");
-    return send_error(error_with_status(431, "request headers are larger than the limit", "header_too_large"), true);
+    return fail(Failure::kHeaderTooLarge, "request headers are larger than the limit", true);
   }
   if (ec == http::error::body_limit) {
-    impl_->stats.local_reply("body_too_large");
-    return send_error(error_with_status(413, "request body is larger than " +
-                                                 std::to_string(config_->limits.max_body_bytes) + " bytes",
-                                        "body_too_large"),
-                      true);
+    return fail(Failure::kBodyTooLarge, "request body is larger than " + std::to_string(config_->limits.max_body_bytes) + " bytes",
+                true);
   }
   if (ec == beast::error::timeout) {
-    impl_->stats.local_reply("header_timeout");
-    return close();  // a slow-loris client gets no more of our time
+    return fail(Failure::kHeaderTimeout, "");  // closes: a slow-loris client gets no more of our time
   }
   if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::operation_aborted) return close();
   if (ec) {
-    impl_->stats.local_reply("bad_http");
-    return send_error(bad_request("malformed HTTP request: " + ec.message(), "", "bad_http"), true);
+    return fail(Failure::kBadHttp, "malformed HTTP request: " + ec.message(), true);
   }
   // The body's bytes that came with the head, parsed here for the same reason.
   while (!parser_->is_done() && buffer_.size() > 0) {
@@ -210,21 +204,16 @@ void Session::on_header(beast::error_code ec) {
 
 void Session::on_body(beast::error_code ec, bool waited) {
   if (ec == http::error::body_limit) {
-    impl_->stats.local_reply("body_too_large");
-    return send_error(error_with_status(413, "request body is larger than the limit", "body_too_large"), true);
+    return fail(Failure::kBodyTooLarge, "request body is larger than the limit", true);
   }
   if (ec == http::error::buffer_overflow || ec == net::error::no_buffer_space || ec == http::error::header_limit) {
-    impl_->stats.local_reply("header_too_large");
-    return send_error(error_with_status(431, "chunk extensions or trailers are larger than limits.max_header_bytes",
-                                        "header_too_large"),
-                      true);
+    return fail(Failure::kHeaderTooLarge, "chunk extensions or trailers are larger than limits.max_header_bytes", true);
   }
   if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
       ec == net::error::operation_aborted || ec == net::error::connection_reset)
     return close();  // gone or too slow: nobody to answer
   if (ec) {  // bad framing in the body (a malformed chunk size, say): say so, then close
-    impl_->stats.local_reply("bad_http");
-    return send_error(bad_request("malformed HTTP request body: " + ec.message(), "", "bad_http"), true);
+    return fail(Failure::kBadHttp, "malformed HTTP request body: " + ec.message(), true);
   }
   keep_alive_ = req_.keep_alive();
   impl_->refresh(config_, config_seen_);  // a reload while this connection sat idle applies now
@@ -243,7 +232,7 @@ void Session::handle_request() {
     send_local(std::move(r));
   };
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/embeddings") {
-    if (method != http::verb::post) return send_error(error_with_status(405, "use POST", "method_not_allowed"));
+    if (method != http::verb::post) return fail(Failure::kMethodNotAllowed, "use POST");
     return handle_inference(path == "/v1/chat/completions" ? Endpoint::kChat
                             : path == "/v1/completions"    ? Endpoint::kCompletions
                                                            : Endpoint::kEmbeddings);
@@ -253,7 +242,7 @@ void Session::handle_request() {
       return handle_route(route);
   }
   if (method != http::verb::get && method != http::verb::head)
-    return send_error(error_with_status(404, "no route for " + std::string(req_.method_string()) + " " + std::string(path), "not_found"));
+    return fail(Failure::kNotFound, "no route for " + std::string(req_.method_string()) + " " + std::string(path));
   if (path == "/healthz") return reply_json(200, {{"status", "ok"}});
   if (path == "/readyz") {
     boost::json::object models;
@@ -280,7 +269,7 @@ void Session::handle_request() {
       data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "tidegate"}});
     return reply_json(200, {{"object", "list"}, {"data", data}});
   }
-  send_error(error_with_status(404, "no route for GET " + std::string(path), "not_found"));
+  fail(Failure::kNotFound, "no route for GET " + std::string(path));
 }
 
 // The admin key, as a Bearer token or as a Basic password (any user name).
@@ -297,18 +286,13 @@ bool Session::admit_guarded(bool guarded, bool browser) {
   if (!guarded) return true;
   if (config_->admin_key.empty()) {
     if (config_->api_keys.empty()) return true;
-    impl_->stats.local_reply("admin_disabled");
-    send_error(error_with_status(403, "admin routes are disabled: set admin_key in the config", "admin_disabled"));
+    fail(Failure::kAdminDisabled, "admin routes are disabled: set admin_key in the config");
     return false;
   }
   if (has_admin_key()) return true;
-  impl_->stats.local_reply("bad_admin_key");
-  const auto e = error_with_status(401, "this route needs the admin key", "invalid_admin_key");
-  LocalReply r;
-  r.status = e.status;
-  r.body = error_body(e);
-  if (browser) r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"tidegate\", charset=\"UTF-8\"");
-  send_local(std::move(r));
+  auto e = api_error(Failure::kInvalidAdminKey, "this route needs the admin key");
+  if (browser) e.challenge = "Basic realm=\"tidegate\", charset=\"UTF-8\"";
+  fail(e);
   return false;
 }
 
@@ -346,10 +330,8 @@ void Session::handle_inference(Endpoint endpoint) {
   if (!config_->api_keys.empty()) {
     const auto* key = impl_->authenticate(*config_, bearer_token(req_.header(http::field::authorization)));
     if (!key) {
-      impl_->stats.local_reply("invalid_api_key");
       ctx_->tenant = "unauthenticated";
-      auto e = error_with_status(401, "invalid or missing API key (Authorization: Bearer ...)", "invalid_api_key");
-      return send_error(e);
+      return fail(Failure::kInvalidApiKey, "invalid or missing API key (Authorization: Bearer ...)");
     }
     ctx_->tenant = key->tenant;
     ctx_->key_name = key->name;
@@ -358,10 +340,7 @@ void Session::handle_inference(Endpoint endpoint) {
     ctx_->tenant = "anonymous";
   }
   parsed_.emplace();
-  if (auto err = parse_request(endpoint, req_.body(), *parsed_, impl_->parse_request_body)) {
-    impl_->stats.local_reply(err->code);
-    return send_error(*err);
-  }
+  if (auto err = parse_request(endpoint, req_.body(), *parsed_, impl_->parse_request_body)) return fail(*err);
   ctx_->model = parsed_->model;
   ctx_->stream = parsed_->stream;
   ctx_->client_wants_usage = parsed_->client_wants_usage;
@@ -371,15 +350,12 @@ void Session::handle_inference(Endpoint endpoint) {
   ctx_->user = parsed_->user;
   ctx_->body = std::move(parsed_->json);
   if (!config_->find_model(parsed_->model)) {
-    impl_->stats.local_reply("model_not_found");
     // The name is the client's: it goes into no metric label (one bucket for every unknown
     // name, so nobody can mint series) and only a bounded prefix of it into the answer.
     constexpr std::size_t kShown = 128;
     const std::string shown = parsed_->model.size() > kShown ? parsed_->model.substr(0, kShown) + "..." : parsed_->model;
     ctx_->model = kUnknownModel;
-    ApiError e = error_with_status(404, "the model '" + shown + "' does not exist", "model_not_found");
-    e.param = "model";
-    return send_error(e);
+    return fail(api_error(Failure::kModelNotFound, "the model '" + shown + "' does not exist", "model"));
   }
   run_filters(0);
 }
@@ -482,12 +458,16 @@ void Session::send_local(LocalReply reply, bool close) {
   }
 }
 
-void Session::send_error(const ApiError& e, bool close) {
+void Session::fail(const ApiError& e, bool close) {
+  const auto& row = spec(e.failure);
+  impl_->stats.local_reply(std::string(row.code));
+  if (ctx_) ctx_->reason = e.code;
+  if (!row.replies) return this->close();
   LocalReply r;
   r.status = e.status;
   r.body = error_body(e);
   if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(static_cast<long>(std::ceil(e.retry_after_s))));
-  if (ctx_) ctx_->reason = e.code;
+  if (!e.challenge.empty()) r.headers.emplace_back("WWW-Authenticate", e.challenge);
   send_local(std::move(r), close);
 }
 

@@ -44,7 +44,10 @@ class Session final : public std::enable_shared_from_this<Session> {
   void run_filters(std::size_t index);  // Impl::before_forward[index..], then proxy()
   void answer_from_filter(LocalReply reply);
   void send_local(LocalReply reply, bool close = false);
-  void send_error(const ApiError& e, bool close = false);
+  // Every failure's answer: counted (tidegate_local_replies_total{reason=code}), recorded as
+  // the request's reason, and sent; a failure whose row sends nothing closes the connection.
+  void fail(const ApiError& e, bool close = false);
+  void fail(Failure failure, std::string message, bool close = false) { fail(api_error(failure, std::move(message)), close); }
   void on_written(bool close, beast::error_code ec);
   void finish_request(int status, std::string reason);
   void close();
@@ -77,7 +80,9 @@ class Session final : public std::enable_shared_from_this<Session> {
   std::array<net::const_buffer, 3> frame_stream_out(bool last);
   void finish_stream();
   void end_stream_with_error(const ApiError& e);
-  void attempt_failed(const std::string& reason, bool before_response, bool timeout);
+  // The upstream attempt in progress failed at `failure` (an upstream row of failure.h):
+  // retried on another replica, relayed as a broken stream, or answered with the row's error.
+  void attempt_failed(Failure failure);
   void release_replica(Outcome outcome);
   void watch_client();
   // `stamp_end`: the try ends now (false where the caller already set upstream_end_).

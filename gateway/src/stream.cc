@@ -75,14 +75,13 @@ void Session::on_stream_read(beast::error_code ec) {
     if (used == 0 && !ec) break;
   }
   if (ec)
-    return attempt_failed(ec == beast::error::timeout ? "stream_idle_timeout" : "stream_broken", false,
-                          ec == beast::error::timeout);
+    return attempt_failed(ec == beast::error::timeout ? Failure::kStreamIdleTimeout : Failure::kStreamBroken);
   // An event past SseParser::kMaxEventBytes with no blank line: the parser dropped it, so
   // what follows would be the middle of an event. The replica broke the stream; it ends here.
-  if (sse_.overflowed()) return attempt_failed("stream_event_too_large", false, false);
+  if (sse_.overflowed()) return attempt_failed(Failure::kStreamEventTooLarge);
   const bool done = up_parser_->is_done();
   // The replica closed the stream cleanly but never said [DONE]: still a cut answer.
-  if (done && !summary_.done) return attempt_failed("stream_truncated", false, false);
+  if (done && !summary_.done) return attempt_failed(Failure::kStreamTruncated);
   if (stream_out_.empty() && !done && !head_pending_) return read_stream();
   write_stream_chunk(done);
 }
@@ -177,8 +176,7 @@ void Session::write_stream_chunk(bool last) {
   net::async_write(stream_, frame_stream_out(last), [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
     if (ec) {
       // Client disconnected: cancel the upstream request (closing its socket) and free the slot.
-      self->impl_->stats.local_reply("client_disconnected");
-      return self->close();
+      return self->fail(Failure::kClientDisconnected, "");  // counted; the connection closes
     }
     self->stream_out_.clear();
     if (self->ctx_->timings.ttfb_s < 0) self->ctx_->timings.ttfb_s = self->since_start();

@@ -108,8 +108,11 @@ ApiError normalize_engine_error(int status, std::string_view body) {
   if (status < 500 && is_context_overflow(e)) code = "context_length_exceeded";
   else if (!e.code.empty()) code = e.code;
   else code = code_for_status(status);
-  auto out = error_with_status(status, e.message.empty() ? "upstream answered " + std::to_string(status) : e.message,
-                               std::move(code));
+  ApiError out;
+  out.status = status;
+  out.message = e.message.empty() ? "upstream answered " + std::to_string(status) : e.message;
+  out.type = std::string(error_type_for_status(status));
+  out.code = std::move(code);
   if (status == 422) out.type = "invalid_request_error";
   if (status == 501) out.type = "invalid_request_error";  // asked for what this model's engine cannot do
   out.param = e.param;

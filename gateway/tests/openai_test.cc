@@ -18,17 +18,21 @@ std::optional<ApiError> parse(Endpoint e, const std::string& body, ParsedRequest
 }  // namespace
 
 TEST(ErrorBody, OpenAIShape) {
-  ApiError e = bad_request("bad", "model", "missing_model");
+  ApiError e = api_error(Failure::kMissingModel, "bad", "model");
   auto v = json::parse(error_body(e)).as_object().at("error").as_object();
   EXPECT_EQ(v.at("message").as_string(), "bad");
   EXPECT_EQ(v.at("type").as_string(), "invalid_request_error");
   EXPECT_EQ(v.at("param").as_string(), "model");
   EXPECT_EQ(v.at("code").as_string(), "missing_model");
-  auto n = json::parse(error_body(error_with_status(503, "x", ""))).as_object().at("error").as_object();
+  ApiError no_code = api_error(Failure::kNoReadyReplica, "x");
+  no_code.code.clear();
+  auto n = json::parse(error_body(no_code)).as_object().at("error").as_object();
   EXPECT_TRUE(n.at("param").is_null());
   EXPECT_TRUE(n.at("code").is_null());
-  EXPECT_EQ(error_with_status(429, "x", "q").type, "rate_limit_error");
-  EXPECT_EQ(error_with_status(401, "x", "k").type, "authentication_error");
+  EXPECT_EQ(api_error(Failure::kQueueFull, "x").type, "rate_limit_error");
+  EXPECT_EQ(api_error(Failure::kInvalidApiKey, "x").type, "authentication_error");
+  EXPECT_EQ(error_type_for_status(429), "rate_limit_error");
+  EXPECT_EQ(error_type_for_status(401), "authentication_error");
 }
 
 TEST(ParseRequest, Rejections) {
