@@ -1,30 +1,27 @@
 #include "alerts.h"
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include <chrono>
-#include <stdexcept>
 
-#include "tidegate/common/log.h"
-#include "tidegate/common/url.h"
 #include "tidegate/common/json_text.h"
+#include "tidegate/common/log.h"
 
 namespace tidegate::cost {
 using common::to_json_text;
 namespace {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = boost::asio::ip::tcp;
+common::HttpClientOptions webhook_client(double timeout_s) {
+  common::HttpClientOptions o;
+  o.user_agent = "tidegate-cost";
+  o.connect_timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+  o.read_timeout = o.connect_timeout;  // a stuck receiver must not stall later alerts
+  o.schemes = common::UrlSchemes::kHttp;
+  return o;
+}
 
 }  // namespace
 
 AlertDispatcher::AlertDispatcher(std::string webhook_url, double timeout_s)
-    : url_(std::move(webhook_url)), timeout_s_(timeout_s), worker_([this] { run(); }) {}
+    : url_(std::move(webhook_url)), http_(webhook_client(timeout_s)), worker_([this] { run(); }) {}
 
 AlertDispatcher::~AlertDispatcher() {
   {
@@ -79,62 +76,14 @@ void AlertDispatcher::run() {
   }
 }
 
-bool AlertDispatcher::deliver(const std::string& body, std::string* error) const {
-  common::HttpUrl url;
-  try {
-    url = common::parse_http_url(url_);
-  } catch (const std::invalid_argument& e) {
-    *error = std::string("bad url: ") + e.what();
+bool AlertDispatcher::deliver(const std::string& body, std::string* error) {
+  const auto r = http_.request("POST", url_, {{"Content-Type", "application/json"}}, body);
+  if (!r.ok()) {
+    *error = r.error;
     return false;
   }
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  const auto timeout = std::chrono::milliseconds(static_cast<long>(timeout_s_ * 1000));
-  beast::error_code ec;
-  tcp::resolver resolver(ioc);
-  const auto endpoints = resolver.resolve(url.host, std::to_string(url.port), ec);
-  if (ec) {
-    *error = "resolve: " + ec.message();
-    return false;
-  }
-  http::request<http::string_body> req{http::verb::post, url.target(), 11};
-  req.set(http::field::host, url.authority());
-  req.set(http::field::content_type, "application/json");
-  req.set(http::field::user_agent, "tidegate-cost");
-  req.body() = body;
-  req.prepare_payload();
-  http::response<http::string_body> res;
-  beast::flat_buffer buffer;
-  bool done = false;
-  // Async with a deadline on every step: a stuck receiver must not stall later alerts.
-  stream.expires_after(timeout);
-  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
-    if (e) {
-      ec = e;
-      return;
-    }
-    stream.expires_after(timeout);
-    http::async_write(stream, req, [&](beast::error_code e2, std::size_t) {
-      if (e2) {
-        ec = e2;
-        return;
-      }
-      stream.expires_after(timeout);
-      http::async_read(stream, buffer, res, [&](beast::error_code e3, std::size_t) {
-        ec = e3;
-        done = !e3;
-      });
-    });
-  });
-  ioc.run();
-  beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  if (!done) {
-    *error = "post: " + (ec ? ec.message() : std::string("incomplete"));
-    return false;
-  }
-  if (res.result_int() >= 300) {
-    *error = "status " + std::to_string(res.result_int());
+  if (r.status >= 300) {
+    *error = "status " + std::to_string(r.status);
     return false;
   }
   return true;

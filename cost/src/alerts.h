@@ -1,6 +1,7 @@
 #pragma once
 // Delivers budget alerts off the request path: one worker thread writes the log event and POSTs
-// the optional webhook (bounded queue, timeout on every step, failures logged and counted).
+// the optional webhook (bounded queue, timeouts to connect and to answer, the connection kept
+// alive between alerts, failures logged and counted).
 #include <boost/json.hpp>
 
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "tidegate/common/http_client.h"
 
 namespace tidegate::cost {
 
@@ -32,10 +35,10 @@ class AlertDispatcher final {
 
  private:
   void run();
-  bool deliver(const std::string& body, std::string* error) const;
+  bool deliver(const std::string& body, std::string* error);
 
   std::string url_;
-  double timeout_s_;
+  common::HttpClient http_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable idle_cv_;

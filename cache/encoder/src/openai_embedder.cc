@@ -1,30 +1,22 @@
-// The only Beast translation unit of the encoder library.
+// Embeddings over the shared blocking client (tidegate/common/http_client.h): connections to the
+// endpoint are kept alive between batches and between embed() calls (up to four idle ones).
 #include "tidegate/cache/openai_embedder.h"
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <stdexcept>
 
 #include "minilm_internal.h"
+#include "tidegate/common/http_client.h"
 #include "tidegate/common/url.h"
 
 namespace tidegate::cache {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kMaxResponseBytes = 64 << 20;
-
 struct Endpoint {
-  std::string host, port, target, url;
+  common::HttpUrl url;
+  std::string text;  // for messages
 };
 
 // The shared parser, plus what this endpoint adds: "/embeddings" after an OpenAI base URL.
@@ -44,17 +36,20 @@ Endpoint parse_url(const std::string& url) {
     path += suffix;
   }
   u.path = path;
-  Endpoint e;
-  e.host = u.host;
-  e.port = std::to_string(u.port);
-  e.target = u.target();
-  e.url = "http://" + u.authority() + e.target;
-  return e;
+  const std::string text = "http://" + u.authority() + u.target();
+  return {std::move(u), text};
+}
+
+common::HttpClientOptions client_options() {
+  common::HttpClientOptions o;
+  o.schemes = common::UrlSchemes::kHttp;
+  o.max_body_bytes = 64 << 20;
+  return o;
 }
 
 class OpenAIEmbedder final : public Embedder {
  public:
-  explicit OpenAIEmbedder(const OpenAIEmbedderOptions& o) : o_(o), endpoint_(parse_url(o.url)) {}
+  explicit OpenAIEmbedder(const OpenAIEmbedderOptions& o) : o_(o), endpoint_(parse_url(o.url)), http_(client_options()) {}
 
   std::size_t dim() const override { return o_.dim; }
   std::string name() const override { return "openai"; }
@@ -73,7 +68,7 @@ class OpenAIEmbedder final : public Embedder {
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
-    throw std::runtime_error("openai embedder " + endpoint_.url + ": " + why);
+    throw std::runtime_error("openai embedder " + endpoint_.text + ": " + why);
   }
 
   std::string request_body(const std::vector<std::string>& texts, std::size_t start, std::size_t n) const {
@@ -87,50 +82,14 @@ class OpenAIEmbedder final : public Embedder {
     return boost::json::serialize(req);
   }
 
-  std::string post(std::string body, Clock::time_point until) const {
+  std::string post(std::string body, Clock::time_point until) {
     if (Clock::now() >= until) fail("deadline exceeded before sending");
-    asio::io_context ioc;
-    beast::tcp_stream stream(ioc);
-    beast::error_code ec;
-    // Synchronous resolve: numeric hosts and /etc/hosts names answer at once; a DNS name could
-    // block up to the resolver's own timeout (documented limitation).
-    tcp::resolver resolver(ioc);
-    const auto results = resolver.resolve(endpoint_.host, endpoint_.port, ec);
-    if (ec) fail("cannot resolve '" + endpoint_.host + "': " + ec.message());
-
-    http::request<http::string_body> req{http::verb::post, endpoint_.target, 11};
-    req.set(http::field::host, endpoint_.host);
-    req.set(http::field::content_type, "application/json");
-    req.set(http::field::accept, "application/json");
-    req.set(http::field::user_agent, "tidegate");
-    if (!o_.api_key.empty()) req.set(http::field::authorization, "Bearer " + o_.api_key);
-    req.body() = std::move(body);
-    req.prepare_payload();
-
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxResponseBytes);
-    const char* stage = "connect";
-    stream.expires_at(until);
-    stream.async_connect(results, [&](beast::error_code e, const tcp::endpoint&) {
-      if ((ec = e)) return;
-      stage = "send";
-      http::async_write(stream, req, [&](beast::error_code e2, std::size_t) {
-        if ((ec = e2)) return;
-        stage = "receive";
-        http::async_read(stream, buffer, parser, [&](beast::error_code e3, std::size_t) { ec = e3; });
-      });
-    });
-    ioc.run();
-    if (ec == beast::error::timeout) fail(std::string("timed out during ") + stage);
-    if (ec) fail(std::string(stage) + " failed: " + ec.message());
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    auto res = parser.release();
-    if (res.result_int() < 200 || res.result_int() >= 300) {
-      fail("HTTP " + std::to_string(res.result_int()) + ": " + res.body().substr(0, 300));
-    }
-    return std::move(res.body());
+    common::HttpClient::Headers headers{{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+    if (!o_.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + o_.api_key);
+    auto res = http_.request("POST", endpoint_.url, headers, std::move(body), until);
+    if (!res.ok()) fail(res.error);
+    if (res.status < 200 || res.status >= 300) fail("HTTP " + std::to_string(res.status) + ": " + res.body.substr(0, 300));
+    return std::move(res.body);
   }
 
   void parse_into(const std::string& body, std::size_t n, std::vector<float>& out) const {
@@ -170,6 +129,7 @@ class OpenAIEmbedder final : public Embedder {
 
   OpenAIEmbedderOptions o_;
   Endpoint endpoint_;
+  common::HttpClient http_;  // shared by the pool's workers (it is thread-safe)
 };
 
 }  // namespace

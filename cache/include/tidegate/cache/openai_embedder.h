@@ -1,8 +1,8 @@
 #pragma once
 // Any OpenAI-compatible POST /v1/embeddings endpoint (TEI, vLLM, Ollama, OpenAI itself).
 // Plain HTTP only: for a TLS endpoint put a local TLS-originating proxy (nginx, envoy) in front.
-// One connection per embed() call, closed afterwards; embed() runs on worker threads, so the
-// synchronous style costs no event-loop time.
+// Connections are kept alive between calls (the shared client, tidegate/common/http_client.h);
+// embed() runs on worker threads, so the synchronous style costs no event-loop time.
 #include <chrono>
 #include <cstddef>
 #include <memory>
