@@ -2,6 +2,7 @@
 real `tidegate-sim` where it fits) on 127.0.0.1 with OS-chosen ports, plus a small
 misbehaving upstream written here for faults the simulator cannot produce (hangs,
 scripted 500s, slow streams that record a client going away)."""
+import contextlib
 import json
 import os
 import signal
@@ -46,7 +47,28 @@ def free_port():
         return s.getsockname()[1]
 
 
-class FakeUpstream:
+class _Closing:
+    """`with X(...) as x:` closes x on the way out, as `try: ... finally: x.close()` did, and
+    also when a later item of the same `with` fails to start."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@contextlib.contextmanager
+def all_closed(things):
+    """A list of started things (sims, upstreams) as one context: every one is closed on the
+    way out, even when another's close fails."""
+    with contextlib.ExitStack() as stack:
+        for t in things:
+            stack.callback(t.close)
+        yield things
+
+
+class FakeUpstream(_Closing):
     """OpenAI-ish upstream. `mode` can be changed while running:
     ok | continue_first (100 Continue, then ok) | status999 | fail500 (500 with an engine error object: a refusal, whose cause is unclear) |
     huge_event (a 5 MiB SSE event) | endless_chunk_ext (64 MiB of chunk extension) | crash500 (500 with an HTML page: the replica's own failure) | refuse_poison (500 with an
@@ -206,7 +228,7 @@ class FakeUpstream:
         self.server.server_close()
 
 
-class Sim:
+class Sim(_Closing):
     """The real model-server simulator."""
 
     def __init__(self, binary, *args):
@@ -234,7 +256,7 @@ def model_yaml(name, ports, *, balancer="least_outstanding", cap=64, queue_len=1
 """
 
 
-class Gateway:
+class Gateway(_Closing):
     def __init__(self, binary, models_yaml, *, top="", timeouts="", limits="", sample_rate=1.0):
         self.sample_rate = sample_rate
         self.dir = tempfile.mkdtemp(prefix="tidegate-it-")

@@ -5,7 +5,7 @@ import time
 
 import httpx
 
-from harness import FakeUpstream, Gateway, chat, free_port, model_yaml, stream_chat, wait_until
+from harness import FakeUpstream, Gateway, all_closed, chat, free_port, model_yaml, stream_chat, wait_until
 
 
 def _error(r, status, code=None):
@@ -18,9 +18,7 @@ def _error(r, status, code=None):
 
 
 def test_bad_requests(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         with gw.client() as c:
             _error(c.post("/v1/chat/completions", content=b'{"model": "m", "messages": [', headers={"content-type": "application/json"}), 400, "invalid_json")
             e = _error(c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}), 400, "invalid_type")
@@ -40,41 +38,26 @@ def test_bad_requests(env):
             # The connection survives all of that: keep-alive after errors.
             assert c.post("/v1/chat/completions", json=chat()).status_code == 200
         assert len(up.requests) == 1  # nothing invalid reached the replica
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_oversized_body(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         big = chat(content="x" * (1024 * 1024 + 10))
         r = httpx.post(gw.url + "/v1/chat/completions", json=big, timeout=15)
         _error(r, 413, "body_too_large")
         assert not up.requests
         assert gw.proc.poll() is None
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_oversized_headers(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers={"x-junk": "y" * 20000}, timeout=15)
         _error(r, 431, "header_too_large")
         assert httpx.get(gw.url + "/healthz").status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_slow_loris(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", header_read: 500ms")
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", header_read: 500ms") as gw:
         s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
         start = time.monotonic()
@@ -93,15 +76,13 @@ def test_slow_loris(env):
         s.close()
         assert gw.metric("tidegate_local_replies_total", {"reason": "header_timeout"}) == 1
         assert httpx.get(gw.url + "/healthz").status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_client_disconnect_mid_stream(env):
-    up = FakeUpstream(mode="slow_stream", tokens=400, tpot=0.02)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=0))
-    try:
+    with (
+        FakeUpstream(mode="slow_stream", tokens=400, tpot=0.02) as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=0)) as gw,
+    ):
         with httpx.Client(timeout=15) as c:
             with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
                 assert r.status_code == 200
@@ -118,15 +99,10 @@ def test_client_disconnect_mid_stream(env):
         up.mode = "ok"
         # cap 1 and no queue: this only succeeds if the slot really came back.
         assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_client_disconnect_while_waiting(env):
-    up = FakeUpstream(delay=4.0)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=5))
-    try:
+    with FakeUpstream(delay=4.0) as up, Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=5)) as gw:
         import threading
 
         def impatient():
@@ -146,27 +122,22 @@ def test_client_disconnect_while_waiting(env):
                    and gw.metric("tidegate_queue_depth", {"model": "m"}) == 0, timeout=2, what="slot freed")
         entries = wait_until(lambda: len(gw.access_entries()) == 2 and gw.access_entries(), what="access log")
         assert all(e["status"] == 499 and e["reason"] == "client_disconnected" for e in entries), entries
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_upstream_refusing_connections(env):
-    gw = Gateway(env.tidegate, model_yaml("m", [free_port()]))
-    try:
+    with Gateway(env.tidegate, model_yaml("m", [free_port()])) as gw:
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
         err = _error(r, 503, "no_ready_replica")
         assert "connect_failed" in err["message"]
         assert gw.metric("tidegate_upstream_errors_total", {"reason": "connect_failed"}) >= 1
-    finally:
-        gw.close()
 
 
 def test_upstream_dies_mid_stream(env):
     from harness import Sim
-    sim = Sim(env.sim, "--die-after", "1", "--ttft-ms", "20", "--tpot-ms", "20", "--max-tokens-default", "200")
-    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
-    try:
+    with (
+        Sim(env.sim, "--die-after", "1", "--ttft-ms", "20", "--tpot-ms", "20", "--max-tokens-default", "200") as sim,
+        Gateway(env.tidegate, model_yaml("sim", [sim.port])) as gw,
+    ):
         events, _ = stream_chat(gw, chat("sim", stream=True, max_tokens=200))
         assert events, "no events at all"
         last = json.loads(events[-1])
@@ -176,33 +147,25 @@ def test_upstream_dies_mid_stream(env):
         # The log line is written right after the last byte; the client may be faster.
         entry = wait_until(lambda: [e for e in gw.access_entries() if e["model"] == "sim"], what="access log")[-1]
         assert entry["reason"] in ("stream_broken", "stream_truncated"), entry
-    finally:
-        gw.close()
-        sim.close()
 
 
 def test_upstream_hanging(env):
-    up = FakeUpstream(mode="hang")
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", first_byte: 500ms")
-    try:
+    with (
+        FakeUpstream(mode="hang") as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", first_byte: 500ms") as gw,
+    ):
         start = time.monotonic()
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
         _error(r, 504, "upstream_timeout")
         assert time.monotonic() - start < 5
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_all_replicas_down(env):
-    gw = Gateway(env.tidegate, model_yaml("m", [free_port(), free_port()], health_interval="100ms", failures=1))
-    try:
+    with Gateway(env.tidegate, model_yaml("m", [free_port(), free_port()], health_interval="100ms", failures=1)) as gw:
         wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 2, what="ejection")
         assert httpx.get(gw.url + "/readyz").status_code == 503
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
         _error(r, 503, "no_ready_replica")
-    finally:
-        gw.close()
 
 
 def _concurrent(gw, n, body):
@@ -212,24 +175,20 @@ def _concurrent(gw, n, body):
 
 
 def test_queue_full(env):
-    up = FakeUpstream(delay=1.0)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=1))
-    try:
+    with FakeUpstream(delay=1.0) as up, Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=1)) as gw:
         rs = _concurrent(gw, 4, chat())
         codes = sorted(r.status_code for r in rs)
         assert codes.count(200) == 2 and codes.count(429) == 2, codes
         full = [r for r in rs if r.status_code == 429][0]
         _error(full, 429, "queue_full")
         assert int(full.headers["retry-after"]) >= 1
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_queue_wait_exceeded(env):
-    up = FakeUpstream(delay=2.0)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=10, max_wait="300ms"))
-    try:
+    with (
+        FakeUpstream(delay=2.0) as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=10, max_wait="300ms")) as gw,
+    ):
         rs = _concurrent(gw, 2, chat())
         codes = sorted(r.status_code for r in rs)
         assert codes == [200, 503], codes
@@ -238,9 +197,6 @@ def test_queue_wait_exceeded(env):
         assert "queue" in err["message"]
         assert "retry-after" in late.headers
         assert gw.metric("tidegate_queue_wait_seconds_count", {"model": "m"}) >= 1
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_upstream_connect_timeout(env):
@@ -259,26 +215,21 @@ def test_upstream_connect_timeout(env):
         except BlockingIOError:
             pass
         fillers.append(s)
-    gw = Gateway(env.tidegate, model_yaml("m", [port]), timeouts=", connect: 300ms")
-    try:
+    with lst, all_closed(fillers), Gateway(env.tidegate, model_yaml("m", [port]), timeouts=", connect: 300ms") as gw:
         start = time.monotonic()
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15)
         err = _error(r, 503, "no_ready_replica")
         assert "connect_timeout" in err["message"], err
         assert 0.25 < time.monotonic() - start < 5
         assert gw.metric("tidegate_upstream_errors_total", {"reason": "connect_timeout"}) >= 1
-    finally:
-        gw.close()
-        for s in fillers:
-            s.close()
-        lst.close()
 
 
 def test_upstream_silent_between_chunks(env):
     # One event, then three seconds of silence: the between-chunks timeout ends the stream.
-    up = FakeUpstream(mode="slow_stream", tokens=3, tpot=3.0)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", between_chunks: 400ms")
-    try:
+    with (
+        FakeUpstream(mode="slow_stream", tokens=3, tpot=3.0) as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", between_chunks: 400ms") as gw,
+    ):
         events, seconds = stream_chat(gw, chat(stream=True))
         assert seconds < 2.5
         assert len(events) == 2, events  # the one event the replica sent, then the error
@@ -286,16 +237,14 @@ def test_upstream_silent_between_chunks(env):
         assert set(err) == {"message", "type", "param", "code"} and err["code"] == "stream_idle_timeout", err
         entry = wait_until(lambda: gw.access_entries(), what="access log")[-1]
         assert entry["reason"] == "stream_idle_timeout", entry
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_upstream_total_timeout(env):
     # Events keep coming (none of the step timeouts fires) but the whole exchange is over budget.
-    up = FakeUpstream(mode="slow_stream", tokens=100, tpot=0.1)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", total: 1s")
-    try:
+    with (
+        FakeUpstream(mode="slow_stream", tokens=100, tpot=0.1) as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", total: 1s") as gw,
+    ):
         events, seconds = stream_chat(gw, chat(stream=True))
         assert 0.9 < seconds < 4
         assert 3 <= len(events) < 100, len(events)
@@ -308,16 +257,15 @@ def test_upstream_total_timeout(env):
         assert "total_timeout" in err["message"], err
         assert time.monotonic() - start < 2.5
         assert gw.metric("tidegate_upstream_errors_total", {"reason": "total_timeout"}) == 2
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_max_connections(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), limits=", max_connections: 2")
-    a, b = gw.client(), gw.client()
-    try:
+    with (
+        FakeUpstream() as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]), limits=", max_connections: 2") as gw,
+        gw.client() as a,
+        gw.client() as b,
+    ):
         assert a.get("/healthz").status_code == 200  # each client holds one kept-alive connection
         assert b.post("/v1/chat/completions", json=chat()).status_code == 200
         for _ in range(5):  # a request already sent must not turn the 503 into a reset
@@ -348,11 +296,6 @@ def test_max_connections(env):
             [l for l in text.splitlines() if "local_replies" in l]
         b.close()  # a slot frees up: new connections are served again
         wait_until(lambda: httpx.get(gw.url + "/healthz", timeout=5).status_code == 200, what="a free slot")
-    finally:
-        a.close()
-        b.close()
-        gw.close()
-        up.close()
 
 
 def _raw(port, data, read_s=5):
@@ -377,9 +320,7 @@ def _raw(port, data, read_s=5):
 def test_transfer_encoding_not_ending_in_chunked_is_refused(env):
     # RFC 9112 6.1: the length of such a request cannot be known: 400 and close. Taking the
     # Content-Length instead let an inner request through (request smuggling).
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         body = json.dumps(chat()).encode()
         smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
         for te in (b"chunked, identity", b"gzip", b"xchunked", b"identity"):
@@ -403,18 +344,16 @@ def test_transfer_encoding_not_ending_in_chunked_is_refused(env):
         chunked = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                    b"Transfer-Encoding: Chunked\r\nConnection: close\r\n\r\n" + chunked_body)
         assert _raw(gw.port, chunked).startswith(b"HTTP/1.1 200")
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_chunk_extensions_and_trailers_are_bounded(env):
     # Chunk extensions and trailers used to be buffered whole, before the key was checked:
     # 192 MiB of extension took RSS past 1 GB. Now what the parser cannot consume is bounded by
     # max_header_bytes (plus a little): 431, and the connection closed early.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), top='api_keys:\n  - {name: k, key: "sk-bounded-0001", tenant: t}')
-    try:
+    with (
+        FakeUpstream() as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]), top='api_keys:\n  - {name: k, key: "sk-bounded-0001", tenant: t}') as gw,
+    ):
         head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n")
         out = _raw(gw.port, head + b"5;x=" + b"a" * (4 << 20))
@@ -427,17 +366,12 @@ def test_chunk_extensions_and_trailers_are_bounded(env):
         assert out.startswith(b"HTTP/1.1 400"), out[:200]
         assert not up.requests
         assert httpx.get(gw.url + "/healthz").status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_unknown_models_mint_no_metric_series(env):
     # Requests for models that do not exist share one "(unknown)" label; a long or odd name is
     # echoed only as a bounded prefix.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         with gw.client() as c:
             for i in range(5):
                 name = f"big-{i}-" + "n" * 200_000
@@ -448,41 +382,28 @@ def test_unknown_models_mint_no_metric_series(env):
         assert len(text) < 200_000, len(text)
         assert "big-0" not in text and "nul" not in text
         assert gw.metric("tidegate_requests_total", {"model": "(unknown)", "status": "404"}) == 6
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_interim_and_invalid_upstream_statuses(env):
     # A 100 Continue from the replica is not its answer (relayed as final, the client waited for a
     # body until its idle timeout); a status outside 200-599 is the replica's fault: another
     # replica answers, or the client gets a 502 naming it.
-    cont = FakeUpstream(mode="continue_first")
-    gw = Gateway(env.tidegate, model_yaml("m", [cont.port]))
-    try:
+    with FakeUpstream(mode="continue_first") as cont, Gateway(env.tidegate, model_yaml("m", [cont.port])) as gw:
         with gw.client() as c:
             for _ in range(3):
                 r = c.post("/v1/chat/completions", json=chat())
                 assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
             events, _ = stream_chat(gw, chat(stream=True))
             assert events[-1] == "[DONE]"
-    finally:
-        gw.close()
-        cont.close()
-    weird, good = FakeUpstream(mode="status999"), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [weird.port, good.port], balancer="round_robin"))
-    try:
-        with gw.client() as c:
-            for _ in range(4):
-                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
-        assert weird.requests, "round robin never tried the odd replica"
-        assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "bad_status"}) >= 1
-    finally:
-        gw.close()
-        good.close()
-    gw = Gateway(env.tidegate, model_yaml("m", [weird.port]))
-    try:
-        _error(httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10), 502, "upstream_error")
-    finally:
-        gw.close()
-        weird.close()
+    with FakeUpstream(mode="status999") as weird:
+        with (
+            FakeUpstream() as good,
+            Gateway(env.tidegate, model_yaml("m", [weird.port, good.port], balancer="round_robin")) as gw,
+        ):
+            with gw.client() as c:
+                for _ in range(4):
+                    assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+            assert weird.requests, "round robin never tried the odd replica"
+            assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "bad_status"}) >= 1
+        with Gateway(env.tidegate, model_yaml("m", [weird.port])) as gw:
+            _error(httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10), 502, "upstream_error")

@@ -9,13 +9,15 @@ import time
 
 import httpx
 
-from harness import FakeUpstream, Gateway, Sim, chat, free_port, model_yaml, sse_events, stream_chat, wait_until
+from harness import (FakeUpstream, Gateway, Sim, all_closed, chat, free_port, model_yaml, sse_events, stream_chat,
+                     wait_until)
 
 
 def test_streaming_passthrough(env):
-    sim = Sim(env.sim, "--ttft-ms", "10", "--tpot-ms", "30", "--echo")
-    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
-    try:
+    with (
+        Sim(env.sim, "--ttft-ms", "10", "--tpot-ms", "30", "--echo") as sim,
+        Gateway(env.tidegate, model_yaml("sim", [sim.port])) as gw,
+    ):
         arrivals = []
         with httpx.Client(timeout=20) as c:
             with c.stream("POST", gw.url + "/v1/chat/completions",
@@ -32,15 +34,10 @@ def test_streaming_passthrough(env):
         assert text.startswith("stream me please"), text
         # Chunk by chunk, not buffered: events arrive spread over the generation time.
         assert arrivals[-1][0] - arrivals[0][0] > 0.15
-    finally:
-        gw.close()
-        sim.close()
 
 
 def test_usage_stripping(env):
-    up = FakeUpstream(tokens=4)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream(tokens=4) as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         with httpx.Client(timeout=20) as c:
             with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
                 plain = sse_events(r)
@@ -58,17 +55,12 @@ def test_usage_stripping(env):
         # The gateway learned the tokens in both cases.
         entries = wait_until(lambda: len(gw.access_entries()) == 2 and gw.access_entries(), what="access log")
         assert [e["completion_tokens"] for e in entries] == [4, 4], entries
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_request_bodies_of_every_size_reach_the_replica_intact(env):
     # Small bodies travel in the head's buffer, larger ones (over 16 KiB) from the client's own
     # bytes, and a body larger than a socket buffer needs several writes: all arrive intact.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         sizes = [10, 15 * 1024, 16 * 1024, 17 * 1024, 600 * 1024]
         with httpx.Client(base_url=gw.url, timeout=20, limits=httpx.Limits(max_connections=1)) as c:
             for i, n in enumerate(sizes):
@@ -79,24 +71,16 @@ def test_request_bodies_of_every_size_reach_the_replica_intact(env):
                 assert got["messages"] == [{"role": "user", "content": content}], n
                 assert got["user"] == f"u{i}"
         assert len(up.requests) == len(sizes)
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_keep_alive(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         with httpx.Client(base_url=gw.url, timeout=10, limits=httpx.Limits(max_connections=1)) as c:
             for _ in range(15):
                 assert c.post("/v1/chat/completions", json=chat()).status_code == 200
             text = c.get("/metrics").text
         total = [l for l in text.splitlines() if l.startswith("tidegate_connections_total")]
         assert total and float(total[0].split()[-1]) == 1.0, total
-    finally:
-        gw.close()
-        up.close()
 
 
 def _read_response(sock, buf):
@@ -118,9 +102,10 @@ def _read_response(sock, buf):
 def test_silent_and_idle_connections_closed(env):
     # The wait for a connection's first request and the keep-alive wait between requests are
     # timed by the worker's tick (up to 100 ms late), not by a timer each: both still close.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", header_read: 400ms, idle: 700ms")
-    try:
+    with (
+        FakeUpstream() as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]), timeouts=", header_read: 400ms, idle: 700ms") as gw,
+    ):
         host, port = gw.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as silent:
             start = time.monotonic()
@@ -138,17 +123,15 @@ def test_silent_and_idle_connections_closed(env):
             waited = time.monotonic() - start
             assert 0.6 <= waited < 2.5, waited
         assert httpx.get(gw.url + "/healthz").status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_pipelined_requests(env):
     # The second request arrives while the first waits on the model: the gateway's watch for
     # a client hang-up must keep it as the next request, not take it for a disconnect.
-    sim = Sim(env.sim, "--ttft-ms", "300", "--tpot-ms", "1", "--echo")
-    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
-    try:
+    with (
+        Sim(env.sim, "--ttft-ms", "300", "--tpot-ms", "1", "--echo") as sim,
+        Gateway(env.tidegate, model_yaml("sim", [sim.port])) as gw,
+    ):
         host, port = gw.url.removeprefix("http://").split(":")
         raw = b""
         for word in ("first", "second", "third"):
@@ -175,15 +158,13 @@ def test_pipelined_requests(env):
                 assert status == (200 if p == "/healthz" else 404), (p, status, body)
         entries = wait_until(lambda: len(gw.access_entries()) == 3 and gw.access_entries(), what="access log")
         assert [e["status"] for e in entries] == [200, 200, 200], entries
-    finally:
-        gw.close()
-        sim.close()
 
 
 def test_load_balancing_spread(env):
-    sims = [Sim(env.sim, "--ttft-ms", "20", "--tpot-ms", "1") for _ in range(3)]
-    gw = Gateway(env.tidegate, model_yaml("sim", [s.port for s in sims]))
-    try:
+    with (
+        all_closed([Sim(env.sim, "--ttft-ms", "20", "--tpot-ms", "1") for _ in range(3)]) as sims,
+        Gateway(env.tidegate, model_yaml("sim", [s.port for s in sims])) as gw,
+    ):
         import concurrent.futures as cf
         with httpx.Client(timeout=20) as c, cf.ThreadPoolExecutor(6) as ex:
             codes = list(ex.map(lambda _: c.post(gw.url + "/v1/chat/completions", json=chat("sim", max_tokens=3)).status_code, range(60)))
@@ -194,16 +175,14 @@ def test_load_balancing_spread(env):
             counts[e["upstream"]] = counts.get(e["upstream"], 0) + 1
         assert set(counts) == {"r0", "r1", "r2"}, counts
         assert min(counts.values()) >= 8, counts
-    finally:
-        gw.close()
-        for s in sims:
-            s.close()
 
 
 def test_retries(env):
-    bad, good = FakeUpstream(mode="fail500"), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [bad.port, good.port, free_port()], balancer="round_robin"))
-    try:
+    with (
+        FakeUpstream(mode="fail500") as bad,
+        FakeUpstream() as good,
+        Gateway(env.tidegate, model_yaml("m", [bad.port, good.port, free_port()], balancer="round_robin")) as gw,
+    ):
         with gw.client() as c:
             for _ in range(6):
                 r = c.post("/v1/chat/completions", json=chat())
@@ -211,21 +190,15 @@ def test_retries(env):
         assert bad.requests, "round robin never tried the failing replica"
         assert gw.metric("tidegate_retries_total", {"model": "m"}) >= 2
         # With a single failing replica nothing else can answer: its 5xx is relayed.
-        gw2 = Gateway(env.tidegate, model_yaml("m", [bad.port]))
-        try:
+        with Gateway(env.tidegate, model_yaml("m", [bad.port])) as gw2:
             assert httpx.post(gw2.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
-        finally:
-            gw2.close()
-    finally:
-        gw.close()
-        bad.close()
-        good.close()
 
 
 def test_passive_ejection_and_readmission(env):
-    up = FakeUpstream(mode="crash500")
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port], health_interval="1s", failures=2))
-    try:
+    with (
+        FakeUpstream(mode="crash500") as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port], health_interval="1s", failures=2)) as gw,
+    ):
         wait_until(lambda: httpx.get(gw.url + "/readyz").status_code == 200, what="first probe")
         with gw.client() as c:
             for _ in range(2):
@@ -238,15 +211,10 @@ def test_passive_ejection_and_readmission(env):
             wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "healthy"}) == 1,
                        timeout=5, what="re-admission")
             assert c.post("/v1/chat/completions", json=chat()).status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_sighup_reload(env):
-    a, b = FakeUpstream(), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [a.port]))
-    try:
+    with FakeUpstream() as a, FakeUpstream() as b, Gateway(env.tidegate, model_yaml("m", [a.port])) as gw:
         with gw.client() as c:
             assert c.post("/v1/chat/completions", json=chat()).status_code == 200
             gw.write_config(model_yaml("m", [b.port]) + model_yaml("n", [b.port]),
@@ -272,16 +240,10 @@ def test_sighup_reload(env):
         gw.signal(signal.SIGHUP)
         wait_until(lambda: any("gateway.reload_failed" in l for l in gw.log), what="reload failure")
         assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers=hdr, timeout=10).status_code == 200
-    finally:
-        gw.close()
-        a.close()
-        b.close()
 
 
 def test_sigterm_drain(env):
-    up = FakeUpstream(delay=1.0)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream(delay=1.0) as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         result = {}
 
         def slow():
@@ -299,15 +261,10 @@ def test_sigterm_drain(env):
             raise AssertionError("still accepting after drain")
         except httpx.ConnectError:
             pass
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_metrics_promtool(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         with gw.client() as c:
             c.post("/v1/chat/completions", json=chat())
             c.post("/v1/chat/completions", json=chat(stream=True))
@@ -325,17 +282,15 @@ def test_metrics_promtool(env):
         assert gw.metric("tidegate_time_to_first_byte_seconds_count", {"model": "m"}) == 2
         assert gw.metric("tidegate_gateway_overhead_seconds_count") >= 2
         assert gw.metric("tidegate_requests_total", {"model": "(unknown)", "status": "404"}) == 1
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_openai_sdk(env):
     import openai
-    sim = Sim(env.sim, "--ttft-ms", "5", "--tpot-ms", "2", "--echo")
-    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]),
-                 top='api_keys:\n  - {name: sdk, key: "sk-sdk-test-1", tenant: t1}')
-    try:
+    with (
+        Sim(env.sim, "--ttft-ms", "5", "--tpot-ms", "2", "--echo") as sim,
+        Gateway(env.tidegate, model_yaml("sim", [sim.port]),
+                top='api_keys:\n  - {name: sdk, key: "sk-sdk-test-1", tenant: t1}') as gw,
+    ):
         client = openai.OpenAI(base_url=gw.url + "/v1", api_key="sk-sdk-test-1", max_retries=0)
         r = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "ping from sdk"}], max_tokens=8)
         assert r.choices[0].message.content.startswith("ping from sdk")
@@ -354,9 +309,6 @@ def test_openai_sdk(env):
         except openai.AuthenticationError:
             pass
         assert gw.metric("tidegate_requests_total", {"model": "sim", "tenant": "t1", "status": "200"}) == 2
-    finally:
-        gw.close()
-        sim.close()
 
 
 def test_check_config(env):
@@ -392,10 +344,13 @@ def test_upstream_key_and_body_cap(env):
     replicas:
       - {{id: shared, url: "http://127.0.0.1:{shared.port}"}}
 """
-    gw = Gateway(env.tidegate, models, limits=", max_upstream_body_bytes: 1KiB",
-                 top='api_keys:\n  - {name: c, key: "sk-client-secret", tenant: t}')
-    auth = {"Authorization": "Bearer sk-client-secret"}
-    try:
+    with (
+        own,
+        shared,
+        Gateway(env.tidegate, models, limits=", max_upstream_body_bytes: 1KiB",
+                top='api_keys:\n  - {name: c, key: "sk-client-secret", tenant: t}') as gw,
+    ):
+        auth = {"Authorization": "Bearer sk-client-secret"}
         with gw.client() as c:
             r = c.post("/v1/chat/completions", json=chat("m"), headers=auth)
             assert r.status_code == 502, r.text
@@ -412,37 +367,28 @@ def test_upstream_key_and_body_cap(env):
         assert gw.metric("tidegate_upstream_errors_total", {"reason": "body_too_large"}) == 2
         # The replica stays routable: a big answer is not a replica failure.
         assert c is not None and gw.metric("tidegate_upstream_replicas", {"state": "ejected"}) == 0
-    finally:
-        gw.close()
-        own.close()
-        shared.close()
 
 
 def test_retries_are_bounded_and_never_follow_the_first_byte(env):
     # Bounded: with max_retries 1, a request meets at most two failing replicas; by default, three.
-    bad = [FakeUpstream(mode="crash500") for _ in range(4)]
-    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in bad[:3]], balancer="round_robin"), top="max_retries: 1")
-    try:
-        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
-        assert sum(len(u.requests) for u in bad) == 2
-        assert gw.metric("tidegate_retries_total", {"model": "m"}) == 1
-    finally:
-        gw.close()
-    for u in bad:
-        u.requests.clear()
-    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in bad], balancer="round_robin"))
-    try:
-        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
-        assert sum(len(u.requests) for u in bad) == 3
-    finally:
-        gw.close()
+    with all_closed([FakeUpstream(mode="crash500") for _ in range(4)]) as bad:
+        with Gateway(env.tidegate, model_yaml("m", [u.port for u in bad[:3]], balancer="round_robin"),
+                     top="max_retries: 1") as gw:
+            assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
+            assert sum(len(u.requests) for u in bad) == 2
+            assert gw.metric("tidegate_retries_total", {"model": "m"}) == 1
         for u in bad:
-            u.close()
+            u.requests.clear()
+        with Gateway(env.tidegate, model_yaml("m", [u.port for u in bad], balancer="round_robin")) as gw:
+            assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 500
+            assert sum(len(u.requests) for u in bad) == 3
     # Never after the first byte: a stream cut after two events is not replayed elsewhere
     # (the client already has part of an answer); it ends with an error event instead.
-    cut, good = FakeUpstream(mode="break_stream"), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [cut.port, good.port], balancer="round_robin"))
-    try:
+    with (
+        FakeUpstream(mode="break_stream") as cut,
+        FakeUpstream() as good,
+        Gateway(env.tidegate, model_yaml("m", [cut.port, good.port], balancer="round_robin")) as gw,
+    ):
         endings = []
         for _ in range(4):
             events, _ = stream_chat(gw, chat(stream=True))
@@ -452,16 +398,13 @@ def test_retries_are_bounded_and_never_follow_the_first_byte(env):
         assert endings.count("stream_broken") == len(cut.requests), endings
         assert endings.count("done") == len(good.requests), endings
         assert not gw.metric("tidegate_retries_total", {"model": "m"})
-    finally:
-        gw.close()
-        cut.close()
-        good.close()
 
 
 def test_completions_and_embeddings(env):
-    sim = Sim(env.sim, "--ttft-ms", "2", "--tpot-ms", "2", "--echo")
-    gw = Gateway(env.tidegate, model_yaml("sim", [sim.port]))
-    try:
+    with (
+        Sim(env.sim, "--ttft-ms", "2", "--tpot-ms", "2", "--echo") as sim,
+        Gateway(env.tidegate, model_yaml("sim", [sim.port])) as gw,
+    ):
         with gw.client() as c:
             r = c.post("/v1/completions", json={"model": "sim", "prompt": "complete this line", "max_tokens": 6})
             assert r.status_code == 200, r.text
@@ -487,44 +430,32 @@ def test_completions_and_embeddings(env):
         entries = wait_until(lambda: len(gw.access_entries()) == 3 and gw.access_entries(), what="access log")
         assert all(e["completion_tokens"] > 0 for e in entries[:2]), entries
         assert entries[2]["prompt_tokens"] > 0, entries[2]
-    finally:
-        gw.close()
-        sim.close()
 
 
 def test_access_log_sampling(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), sample_rate=0.0)
-    try:
-        with gw.client() as c:
-            for _ in range(5):
-                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
-            assert c.post("/v1/chat/completions", json=chat("nope")).status_code == 404
-            assert c.post("/v1/chat/completions", json={"model": "m", "messages": []}).status_code == 400
-        # Sequential on one connection: had a success been logged, it would be ahead of these.
-        entries = wait_until(lambda: len(gw.access_entries()) >= 2 and gw.access_entries(), what="error lines")
-        assert [e["status"] for e in entries] == [404, 400], entries
-    finally:
-        gw.close()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), sample_rate=0.5)
-    try:
-        with gw.client() as c:
-            for _ in range(40):
-                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
-            assert c.post("/v1/chat/completions", json=chat("nope")).status_code == 404
-        entries = wait_until(lambda: [e for e in gw.access_entries() if e["status"] == 404] and gw.access_entries(),
-                             what="the error line")
-        logged = sum(1 for e in entries if e["status"] == 200)
-        assert 0 < logged < 40, logged  # all or none of 40 at rate 0.5: odds below 1e-11
-    finally:
-        gw.close()
-        up.close()
+    with FakeUpstream() as up:
+        with Gateway(env.tidegate, model_yaml("m", [up.port]), sample_rate=0.0) as gw:
+            with gw.client() as c:
+                for _ in range(5):
+                    assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+                assert c.post("/v1/chat/completions", json=chat("nope")).status_code == 404
+                assert c.post("/v1/chat/completions", json={"model": "m", "messages": []}).status_code == 400
+            # Sequential on one connection: had a success been logged, it would be ahead of these.
+            entries = wait_until(lambda: len(gw.access_entries()) >= 2 and gw.access_entries(), what="error lines")
+            assert [e["status"] for e in entries] == [404, 400], entries
+        with Gateway(env.tidegate, model_yaml("m", [up.port]), sample_rate=0.5) as gw:
+            with gw.client() as c:
+                for _ in range(40):
+                    assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+                assert c.post("/v1/chat/completions", json=chat("nope")).status_code == 404
+            entries = wait_until(lambda: [e for e in gw.access_entries() if e["status"] == 404] and gw.access_entries(),
+                                 what="the error line")
+            logged = sum(1 for e in entries if e["status"] == 200)
+            assert 0 < logged < 40, logged  # all or none of 40 at rate 0.5: odds below 1e-11
 
 
 def test_queue_depth_while_waiting(env):
-    up = FakeUpstream(delay=1.5)
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=5))
-    try:
+    with FakeUpstream(delay=1.5) as up, Gateway(env.tidegate, model_yaml("m", [up.port], cap=1, queue_len=5)) as gw:
         results = []
         threads = [threading.Thread(target=lambda: results.append(
             httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=15).status_code)) for _ in range(3)]
@@ -538,33 +469,30 @@ def test_queue_depth_while_waiting(env):
         assert gw.metric("tidegate_queue_depth", {"model": "m"}) == 0
         # Only the two that waited are observed (a request granted at once never queued).
         assert gw.metric("tidegate_queue_wait_seconds_count", {"model": "m"}) == 2
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_readyz_needs_every_model(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("a", [up.port], health_interval="100ms")
-                 + model_yaml("b", [free_port()], health_interval="100ms", failures=1))
-    try:
+    with (
+        FakeUpstream() as up,
+        Gateway(env.tidegate, model_yaml("a", [up.port], health_interval="100ms")
+                + model_yaml("b", [free_port()], health_interval="100ms", failures=1)) as gw,
+    ):
         ready = wait_until(lambda: (r := httpx.get(gw.url + "/readyz", timeout=5).json())["models"] == {"a": True, "b": False}
                            and r, what="a ready, b down")
         assert ready["ready"] is False
         assert httpx.get(gw.url + "/readyz", timeout=5).status_code == 503
         assert httpx.get(gw.url + "/healthz", timeout=5).status_code == 200  # alive, just not ready
         assert httpx.post(gw.url + "/v1/chat/completions", json=chat("a"), timeout=10).status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_reload_with_requests_in_flight(env):
     # A SIGHUP that moves the model to another replica: requests already at the old one finish.
-    a, b = FakeUpstream(delay=1.0), FakeUpstream()
-    slow_stream = FakeUpstream(mode="slow_stream", tokens=20, tpot=0.05)
-    gw = Gateway(env.tidegate, model_yaml("m", [a.port]) + model_yaml("s", [slow_stream.port]))
-    try:
+    with (
+        FakeUpstream(delay=1.0) as a,
+        FakeUpstream() as b,
+        FakeUpstream(mode="slow_stream", tokens=20, tpot=0.05) as slow_stream,
+        Gateway(env.tidegate, model_yaml("m", [a.port]) + model_yaml("s", [slow_stream.port])) as gw,
+    ):
         results, streamed = [], []
 
         def post():
@@ -586,20 +514,17 @@ def test_reload_with_requests_in_flight(env):
         assert results == [200] * 4
         assert streamed[-1] == "[DONE]" and len(streamed) == 21, streamed[-2:]
         assert len(a.requests) == 4 and len(b.requests) == 1
-    finally:
-        gw.close()
-        a.close()
-        b.close()
-        slow_stream.close()
 
 
 def test_probe_ejects_a_replica_that_answers_not_ready(env):
     # Reachable but saying 503 on /health (a model still loading): ejected by the probe, and
     # routed to again once its probe passes.
-    loading, steady = FakeUpstream(health=503), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [loading.port, steady.port], balancer="round_robin",
-                                          health_interval="100ms", failures=1))
-    try:
+    with (
+        FakeUpstream(health=503) as loading,
+        FakeUpstream() as steady,
+        Gateway(env.tidegate, model_yaml("m", [loading.port, steady.port], balancer="round_robin",
+                                         health_interval="100ms", failures=1)) as gw,
+    ):
         wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1,
                    what="the loading replica ejected")
         with gw.client() as c:
@@ -613,10 +538,6 @@ def test_probe_ejects_a_replica_that_answers_not_ready(env):
             for _ in range(4):
                 assert c.post("/v1/chat/completions", json=chat()).status_code == 200
         assert len(loading.requests) >= 1
-    finally:
-        gw.close()
-        loading.close()
-        steady.close()
 
 
 def test_weighted_balancing(env):
@@ -628,56 +549,44 @@ def test_weighted_balancing(env):
       - {{id: big, url: "http://127.0.0.1:{big.port}", weight: 4}}
       - {{id: small, url: "http://127.0.0.1:{small.port}", weight: 1}}
 """
-    gw = Gateway(env.tidegate, models)
-    try:
+    with big, small, Gateway(env.tidegate, models) as gw:
         with gw.client() as c:
             for _ in range(200):
                 assert c.post("/v1/chat/completions", json=chat()).status_code == 200
         # Expected 160 / 40; the band is about 5 standard deviations of a 0.8 binomial wide.
         assert 130 <= len(big.requests) <= 186 and len(big.requests) + len(small.requests) == 200, \
             (len(big.requests), len(small.requests))
-    finally:
-        gw.close()
-        big.close()
-        small.close()
 
 
 def test_refusals_get_one_second_opinion(env):
     # A 500 with an engine error object is unclear (the input, or the engine?): one other
     # replica is asked. Refused there too, it is the request's: relayed, never more than two
     # engine calls, and no replica is held to blame for it.
-    ups = [FakeUpstream(mode="fail500") for _ in range(3)]
-    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in ups], balancer="round_robin",
-                                          health_interval="60s", failures=2))
-    try:
-        with gw.client() as c:
-            for _ in range(6):
-                r = c.post("/v1/chat/completions", json=chat())
-                assert r.status_code == 500, r.text
-                assert r.json()["error"] == {"message": "boom", "type": "server_error", "param": None,
-                                             "code": "upstream_error"}
-        assert sum(len(u.requests) for u in ups) == 12
-        assert not gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"})
-        assert gw.metric("tidegate_upstream_rejections_total", {"model": "m", "status": "500"}) == 6
-    finally:
-        gw.close()
-    # Served by the second: the first replica's refusal was its own, and counts against it.
-    refusing, good = FakeUpstream(mode="fail500"), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [refusing.port, good.port], balancer="round_robin",
-                                          health_interval="60s", failures=2))
-    try:
-        with gw.client() as c:
-            for _ in range(4):
-                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
-        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1,
-                   what="the refusing replica ejected")
-        assert len(refusing.requests) == 2, len(refusing.requests)
-    finally:
-        gw.close()
-        refusing.close()
-        good.close()
-        for u in ups:
-            u.close()
+    with all_closed([FakeUpstream(mode="fail500") for _ in range(3)]) as ups:
+        with Gateway(env.tidegate, model_yaml("m", [u.port for u in ups], balancer="round_robin",
+                                              health_interval="60s", failures=2)) as gw:
+            with gw.client() as c:
+                for _ in range(6):
+                    r = c.post("/v1/chat/completions", json=chat())
+                    assert r.status_code == 500, r.text
+                    assert r.json()["error"] == {"message": "boom", "type": "server_error", "param": None,
+                                                 "code": "upstream_error"}
+            assert sum(len(u.requests) for u in ups) == 12
+            assert not gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"})
+            assert gw.metric("tidegate_upstream_rejections_total", {"model": "m", "status": "500"}) == 6
+        # Served by the second: the first replica's refusal was its own, and counts against it.
+        with (
+            FakeUpstream(mode="fail500") as refusing,
+            FakeUpstream() as good,
+            Gateway(env.tidegate, model_yaml("m", [refusing.port, good.port], balancer="round_robin",
+                                             health_interval="60s", failures=2)) as gw,
+        ):
+            with gw.client() as c:
+                for _ in range(4):
+                    assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+            wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1,
+                       what="the refusing replica ejected")
+            assert len(refusing.requests) == 2, len(refusing.requests)
 
 
 def test_one_tenants_bad_requests_never_fail_another(env):
@@ -685,65 +594,57 @@ def test_one_tenants_bad_requests_never_fail_another(env):
     # text model (500 with an error object) and serve everything else. One tenant sends bad
     # requests as fast as it can while another chats: the chat never fails, no replica is
     # ejected, and each bad request costs at most two engine calls.
-    ups = [FakeUpstream(mode="refuse_poison") for _ in range(2)]
     keys = "api_keys:\n  - {name: bad, key: sk-bad-tenant-1, tenant: bad}\n  - {name: good, key: sk-good-tenant-1, tenant: good}"
-    gw = Gateway(env.tidegate, model_yaml("m", [u.port for u in ups], health_interval="60s", failures=2), top=keys)
-    stop = threading.Event()
-    bad_codes = []
+    with (
+        all_closed([FakeUpstream(mode="refuse_poison") for _ in range(2)]) as ups,
+        Gateway(env.tidegate, model_yaml("m", [u.port for u in ups], health_interval="60s", failures=2), top=keys) as gw,
+    ):
+        stop = threading.Event()
+        bad_codes = []
 
-    def bad_tenant():
-        with httpx.Client(timeout=10, headers={"Authorization": "Bearer sk-bad-tenant-1"}) as c:
-            for _ in range(200):  # bounded
-                if stop.is_set():
-                    return
-                bad_codes.append(c.post(gw.url + "/v1/chat/completions", json=chat("m", "poison pill")).status_code)
+        def bad_tenant():
+            with httpx.Client(timeout=10, headers={"Authorization": "Bearer sk-bad-tenant-1"}) as c:
+                for _ in range(200):  # bounded
+                    if stop.is_set():
+                        return
+                    bad_codes.append(c.post(gw.url + "/v1/chat/completions", json=chat("m", "poison pill")).status_code)
 
-    try:
-        t = threading.Thread(target=bad_tenant)
-        t.start()
-        good_codes = []
-        with httpx.Client(timeout=10, headers={"Authorization": "Bearer sk-good-tenant-1"}) as c:
-            for _ in range(40):
-                good_codes.append(c.post(gw.url + "/v1/chat/completions", json=chat("m", "hello")).status_code)
-                time.sleep(0.01)
-        stop.set()
-        t.join()
-        assert good_codes == [200] * 40, good_codes
-        assert len(bad_codes) >= 10 and set(bad_codes) == {500}, bad_codes
-        assert not gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"})
-        poisoned = sum(1 for u in ups for r in u.requests if "poison" in json.dumps(r))
-        assert poisoned <= 2 * len(bad_codes), (poisoned, len(bad_codes))
-    finally:
-        stop.set()
-        gw.close()
-        for u in ups:
-            u.close()
+        try:
+            t = threading.Thread(target=bad_tenant)
+            t.start()
+            good_codes = []
+            with httpx.Client(timeout=10, headers={"Authorization": "Bearer sk-good-tenant-1"}) as c:
+                for _ in range(40):
+                    good_codes.append(c.post(gw.url + "/v1/chat/completions", json=chat("m", "hello")).status_code)
+                    time.sleep(0.01)
+            stop.set()
+            t.join()
+            assert good_codes == [200] * 40, good_codes
+            assert len(bad_codes) >= 10 and set(bad_codes) == {500}, bad_codes
+            assert not gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"})
+            poisoned = sum(1 for u in ups for r in u.requests if "poison" in json.dumps(r))
+            assert poisoned <= 2 * len(bad_codes), (poisoned, len(bad_codes))
+        finally:
+            stop.set()  # the bad tenant's thread ends with the test, whatever failed
 
 
 def test_engine_errors_become_openai_errors(env):
     # llama.cpp's and vLLM's error bodies carry the status as an integer "code"; clients
     # get OpenAI's shape with a string code, and the engine's message.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         up.mode = "context_overflow"
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10)
         assert r.status_code == 400
         err = r.json()["error"]
         assert err["code"] == "context_length_exceeded" and err["type"] == "invalid_request_error", err
         assert "exceeds the available context size" in err["message"]
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_sighup_survives_sections_of_the_wrong_shape(env):
     # `signals: x` in a scaler pool once escaped the loader as yaml-cpp's BadSubscript and ended
     # the running gateway on SIGHUP; now it is a reload failure naming the section, and the old
     # config keeps serving.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         bad = (model_yaml("m", [up.port]), "scaler:\n  pools:\n    - model: m\n      actuator: {kind: process, command: "
                "[x, \"{port}\"], ports: 30000-30010}\n      policy: {min_replicas: 1, max_replicas: 2}\n      signals: x\n")
         for n in range(2):
@@ -754,6 +655,3 @@ def test_sighup_survives_sections_of_the_wrong_shape(env):
             assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
         failed = [l for l in gw.log if "gateway.reload_failed" in l]
         assert "scaler" in failed[-1], failed[-1]
-    finally:
-        gw.close()
-        up.close()

@@ -30,9 +30,7 @@ def _check_config(env, text):
 def test_admin_routes_are_closed_when_keys_exist_but_no_admin_key(env):
     # With client keys and no admin_key, every client could once empty the cache and move the
     # scaler's limits; now admin routes answer 403 until an admin_key is set.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]), top=KEYS)
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port]), top=KEYS) as gw:
         for auth in ({}, {"authorization": "Bearer sk-hard-tenant-a"}):
             for method, path in (("GET", "/admin/costs"), ("DELETE", "/admin/cache"), ("GET", "/admin/scaler")):
                 r = httpx.request(method, gw.url + path, headers=auth, timeout=10)
@@ -41,17 +39,15 @@ def test_admin_routes_are_closed_when_keys_exist_but_no_admin_key(env):
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), headers={"authorization": "Bearer sk-hard-tenant-a"},
                        timeout=10)
         assert r.status_code == 200, r.text
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_metrics_and_dashboard_can_require_the_admin_key(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]),
-                 top=KEYS + ADMIN + "require_admin_key: [metrics, dashboard]\n")
-    admin = {"authorization": "Bearer sk-hard-admin-0001"}
-    try:
+    with (
+        FakeUpstream() as up,
+        Gateway(env.tidegate, model_yaml("m", [up.port]),
+                top=KEYS + ADMIN + "require_admin_key: [metrics, dashboard]\n") as gw,
+    ):
+        admin = {"authorization": "Bearer sk-hard-admin-0001"}
         r = httpx.get(gw.url + "/metrics", timeout=10)
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_admin_key", r.text
         assert httpx.get(gw.url + "/metrics", headers={"authorization": "Bearer sk-hard-tenant-a"},
@@ -70,9 +66,6 @@ def test_metrics_and_dashboard_can_require_the_admin_key(env):
         # Admin routes take the same two forms.
         assert httpx.get(gw.url + "/admin/costs", headers={"authorization": basic}, timeout=10).status_code == 404
         assert httpx.get(gw.url + "/healthz", timeout=10).status_code == 200  # probes stay open
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_non_loopback_listeners_need_keys_unless_auth_none(env):
@@ -116,9 +109,7 @@ def test_configs_with_duplicate_keys_or_out_of_range_values_are_refused(env):
 def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
     # A 200,000-character tag label overflowed the stack in std::regex_match and killed the
     # running gateway on SIGHUP.
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         cost = ("cost:\n  replica_classes: {gpu: {usd_per_hour: 2}}\n  models: {m: gpu}\n"
                 "  tags: {labels: [" + "a" * 200_000 + "]}\n")
         gw.write_config(model_yaml("m", [up.port]), top=cost)
@@ -126,15 +117,10 @@ def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
         wait_until(lambda: any("gateway.reload_failed" in l for l in gw.log), what="reload failure")
         assert gw.proc.poll() is None
         assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_client_request_ids_never_reach_the_log_unless_printable(env):
-    up = FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         body = json.dumps(chat()).encode()
         for rid in (b"\xff\xfe-not-utf8", b"quote\"and\\back", b"a" * 129):
             head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -150,16 +136,11 @@ def test_client_request_ids_never_reach_the_log_unless_printable(env):
             for line in f:
                 json.loads(line.decode("utf-8"))  # strict: every line UTF-8 JSON
         assert up.headers[-1]["x-request-id"] == "trace-42:abc/1"
-    finally:
-        gw.close()
-        up.close()
 
 
 def test_an_sse_event_past_the_limit_ends_the_stream_with_an_error(env):
     # SseParser dropped a 4 MiB+ event and went on parsing from its middle, relaying garbage.
-    up = FakeUpstream(mode="huge_event")
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream(mode="huge_event") as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         with httpx.Client(timeout=20) as c:
             with c.stream("POST", gw.url + "/v1/chat/completions", json=chat(stream=True)) as r:
                 assert r.status_code == 200
@@ -169,9 +150,6 @@ def test_an_sse_event_past_the_limit_ends_the_stream_with_an_error(env):
         assert json.loads(events[0])["choices"][0]["delta"]["content"] == "ok "
         assert json.loads(events[-1])["error"]["code"] == "stream_event_too_large", events[-1]
         assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "stream_event_too_large"}) == 1
-    finally:
-        gw.close()
-        up.close()
 
 
 def _rss_kib(pid):
@@ -182,18 +160,13 @@ def _rss_kib(pid):
 def test_an_upstream_endless_chunk_extension_is_bounded(env):
     # The upstream buffer had no maximum: a replica sending a chunk header that never ends
     # grew it for as long as the replica kept sending.
-    up = FakeUpstream(mode="endless_chunk_ext")
-    gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
-    try:
+    with FakeUpstream(mode="endless_chunk_ext") as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         before = _rss_kib(gw.proc.pid)
         r = httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=20)
         assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_error", r.text
         grown_mib = (_rss_kib(gw.proc.pid) - before) / 1024
         assert grown_mib < 32, f"RSS grew {grown_mib:.0f} MiB for a 64 MiB chunk extension"
         assert gw.metric("tidegate_upstream_errors_total", {"model": "m", "reason": "body_read_failed"}) == 1
-    finally:
-        gw.close()
-        up.close()
 
 
 def _sockets_to(port):
@@ -210,9 +183,11 @@ def _sockets_to(port):
 def test_pooled_connections_of_a_removed_replica_are_closed(env):
     # Idle upstream connections of a replica a reload removed stayed pooled for good: nothing
     # would take them again (the soak saw the descriptors grow with every reload).
-    keep, gone = FakeUpstream(), FakeUpstream()
-    gw = Gateway(env.tidegate, model_yaml("m", [keep.port, gone.port], balancer="round_robin"))
-    try:
+    with (
+        FakeUpstream() as keep,
+        FakeUpstream() as gone,
+        Gateway(env.tidegate, model_yaml("m", [keep.port, gone.port], balancer="round_robin")) as gw,
+    ):
         with gw.client() as c:
             for _ in range(8):
                 assert c.post("/v1/chat/completions", json=chat()).status_code == 200
@@ -223,7 +198,3 @@ def test_pooled_connections_of_a_removed_replica_are_closed(env):
         wait_until(lambda: _sockets_to(gone.port) == 0, timeout=4, what="the removed replica's connections closed")
         with gw.client() as c:  # the kept replica's pool still serves
             assert c.post("/v1/chat/completions", json=chat()).status_code == 200
-    finally:
-        gw.close()
-        keep.close()
-        gone.close()
