@@ -3,7 +3,7 @@ tidegate-sim processes; the simulators' own prefix caches (vLLM's counters on /m
 how much prompt the engines did not prefill."""
 import httpx
 
-from harness import Gateway, Sim, model_yaml
+from harness import Gateway, Sim, all_closed, model_yaml
 
 SYSTEM = "You are the support assistant of a shipping company. " + "Policy text. " * 120
 
@@ -37,17 +37,15 @@ def _converse(gw, conversations=8, turns=4, headers=None):
 
 
 def _run(env, balancer, extra=""):
-    sims = [Sim(env.sim, "--model", "m", "--prefill-tps", "200000", "--decode-base-ms", "2") for _ in range(3)]
-    gw = Gateway(env.tidegate, model_yaml("m", [s.port for s in sims], balancer=balancer, extra=extra))
-    try:
+    with (
+        all_closed([Sim(env.sim, "--model", "m", "--prefill-tps", "200000", "--decode-base-ms", "2")
+                    for _ in range(3)]) as sims,
+        Gateway(env.tidegate, model_yaml("m", [s.port for s in sims], balancer=balancer, extra=extra)) as gw,
+    ):
         _converse(gw)
         hits, queries = _engine_prefix_counters(sims)
         entries = [e for e in gw.access_entries() if e["path"] == "/v1/chat/completions"]
         return hits / queries, entries
-    finally:
-        gw.close()
-        for s in sims:
-            s.close()
 
 
 def test_prefix_aware_routing_keeps_conversations_on_their_cache(env):
@@ -69,10 +67,11 @@ def test_prefix_aware_routing_keeps_conversations_on_their_cache(env):
 
 
 def test_session_affinity_pins_a_session_to_its_replica(env):
-    sims = [Sim(env.sim, "--model", "m", "--ttft-ms", "2", "--tpot-ms", "1") for _ in range(3)]
     extra = "    session_affinity: {header: x-session-id}\n"
-    gw = Gateway(env.tidegate, model_yaml("m", [s.port for s in sims], extra=extra))
-    try:
+    with (
+        all_closed([Sim(env.sim, "--model", "m", "--ttft-ms", "2", "--tpot-ms", "1") for _ in range(3)]) as sims,
+        Gateway(env.tidegate, model_yaml("m", [s.port for s in sims], extra=extra)) as gw,
+    ):
         with gw.client() as client:
             for i in range(30):
                 r = client.post("/v1/chat/completions", headers={"x-session-id": f"s{i % 3}"},
@@ -88,7 +87,3 @@ def test_session_affinity_pins_a_session_to_its_replica(env):
         routes = [(e.get("route"), e["upstream"]) for e in entries]
         assert all(max(v.count(u) for u in v) >= 8 for v in by_session.values()), routes
         assert sum(e.get("route") == "affinity" for e in entries) >= 24, routes
-    finally:
-        gw.close()
-        for s in sims:
-            s.close()
