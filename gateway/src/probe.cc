@@ -14,19 +14,19 @@ struct Probe : std::enable_shared_from_this<Probe> {
       : stream(ioc), pool(std::move(p)), replica(std::move(r)), health(std::move(h)) {}
 
   void run() {
-    beast::error_code ec;
-    const auto addr = net::ip::make_address(replica->host, ec);
-    if (ec) {
-      tcp::resolver resolver(stream.get_executor());
-      auto results = resolver.resolve(replica->host, std::to_string(replica->port), ec);
-      if (ec || results.empty()) return done(false);
-      endpoint = *results.begin();
-    } else {
-      endpoint = tcp::endpoint(addr, replica->port);
-    }
+    resolve_address(replica->host, replica->port, replica->address, stream.get_executor(),
+                    [self = shared_from_this()](beast::error_code ec, Endpoints endpoints) {
+                      if (ec) return self->done(false);
+                      self->connect(std::move(endpoints));
+                    });
+  }
+  void connect(Endpoints endpoints) {
     stream.expires_after(timeout());
-    stream.async_connect(endpoint, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return self->done(false);
+    stream.async_connect(*endpoints, [self = shared_from_this(), endpoints](beast::error_code ec, const tcp::endpoint&) {
+      if (ec) {
+        self->replica->address.forget();
+        return self->done(false);
+      }
       self->req = {http::verb::get, self->health.path, 11};
       self->req.set(http::field::host, self->replica->host);
       self->req.set(http::field::user_agent, "tidegate-probe");
@@ -54,7 +54,6 @@ struct Probe : std::enable_shared_from_this<Probe> {
   std::shared_ptr<ReplicaPool> pool;
   ReplicaPtr replica;
   HealthConfig health;
-  tcp::endpoint endpoint;
   http::request<http::empty_body> req;
   http::response<http::string_body> res;
   beast::flat_buffer buffer;

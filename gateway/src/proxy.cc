@@ -179,26 +179,22 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
 
 void Session::connect(const ReplicaPtr& replica) {
   upstream_ = std::make_unique<TcpStream>(stream_.get_executor());
-  beast::error_code ec;
-  const auto addr = net::ip::make_address(replica->host, ec);
-  if (ec) {
-    // Hostnames are resolved synchronously here only as a fallback; configs use IPs.
-    tcp::resolver resolver(stream_.get_executor());
-    auto results = resolver.resolve(replica->host, std::to_string(replica->port), ec);
-    if (ec || results.empty()) return attempt_failed(Failure::kResolveFailed);
-    upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
-    return upstream_->async_connect(results, [self = shared_from_this(), g = gen_](beast::error_code ec, const tcp::endpoint&) {
-      if (g != self->gen_) return;  // the client left; this request is gone
-      if (ec) return self->attempt_failed(ec == beast::error::timeout ? Failure::kConnectTimeout : Failure::kConnectFailed);
+  // The address comes inline when known (an IP, or a name looked up before); a name's first
+  // lookup runs off the loop and the connect continues when it ends.
+  resolve_address(replica->host, replica->port, replica->address, stream_.get_executor(),
+                  [self = shared_from_this(), g = gen_, replica](beast::error_code ec, Endpoints endpoints) {
+    if (g != self->gen_) return;  // the client left; this request is gone
+    if (ec) return self->attempt_failed(Failure::kResolveFailed);
+    self->upstream_->expires_after(secs(self->upstream_budget_s(self->config_->timeouts.connect_s)));
+    self->upstream_->async_connect(*endpoints, [self, g, replica, endpoints](beast::error_code ec, const tcp::endpoint&) {
+      if (g != self->gen_) return;
+      if (ec) {
+        replica->address.forget();  // a name may point elsewhere by the next try; an IP costs nothing to rebuild
+        return self->attempt_failed(ec == beast::error::timeout ? Failure::kConnectTimeout : Failure::kConnectFailed);
+      }
+      self->upstream_->socket().set_option(tcp::no_delay(true), ec);
       self->send_upstream();
     });
-  }
-  upstream_->expires_after(secs(upstream_budget_s(config_->timeouts.connect_s)));
-  upstream_->async_connect(tcp::endpoint(addr, replica->port), [self = shared_from_this(), g = gen_](beast::error_code ec) {
-    if (g != self->gen_) return;
-    if (ec) return self->attempt_failed(ec == beast::error::timeout ? Failure::kConnectTimeout : Failure::kConnectFailed);
-    self->upstream_->socket().set_option(tcp::no_delay(true), ec);
-    self->send_upstream();
   });
 }
 

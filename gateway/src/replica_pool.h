@@ -15,6 +15,7 @@
 
 #include "admission_queue.h"
 #include "balancer.h"
+#include "replica_address.h"
 #include "tidegate/gateway/config.h"
 #include "tidegate/routing/prefix_aware.h"
 #include "tidegate/scaler/routing.h"
@@ -33,6 +34,7 @@ struct Replica {
   std::string api_key;        // upstream Authorization; empty: the model's replica_api_key
   bool from_config = false;   // config reloads only touch these; the scaler owns the rest
   std::uint64_t serial = 0;   // unique per process: keys connection pools across re-adds
+  ResolvedAddress address;    // host:port looked up off the event loop, kept until a connect fails
   // Guarded by the owning pool's mutex.
   int outstanding = 0;
   int consecutive_failures = 0;

@@ -132,6 +132,19 @@ def test_upstream_refusing_connections(env):
         assert gw.metric("tidegate_upstream_errors_total", {"reason": "connect_failed"}) >= 1
 
 
+def test_replicas_named_by_host_name(env):
+    # "localhost" is looked up off the event loop (Asio's resolver thread), kept, and every
+    # address it gives is tried in turn (::1 first on some hosts; the replica listens on
+    # 127.0.0.1). Probes use the same lookup.
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port], health_interval="200ms")
+                                       .replace("127.0.0.1", "localhost")) as gw:
+        for _ in range(3):
+            assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "healthy"}) == 1,
+                   timeout=5, what="probe of a named replica")
+        assert gw.metric("tidegate_upstream_errors_total", {"reason": "resolve_failed"}) in (None, 0)
+
+
 def test_upstream_dies_mid_stream(env):
     from harness import Sim
     with (

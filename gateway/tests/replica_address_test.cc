@@ -1,0 +1,69 @@
+// Replica addresses: an IP literal needs no lookup; a name is looked up off the calling thread,
+// once, kept, and looked up again after forget() (a connect to it failed).
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include "replica_address.h"
+
+namespace tidegate::gateway {
+namespace {
+
+TEST(ReplicaAddress, AnIpLiteralIsKnownAtOnce) {
+  boost::asio::io_context ioc;
+  ResolvedAddress cache;
+  bool called = false;
+  resolve_address("127.0.0.1", 8080, cache, ioc.get_executor(), [&](boost::system::error_code ec, Endpoints e) {
+    called = true;
+    ASSERT_FALSE(ec);
+    ASSERT_EQ(e->size(), 1u);
+    EXPECT_EQ(e->front().port(), 8080);
+  });
+  EXPECT_TRUE(called) << "inline: no trip through the loop";
+  ASSERT_TRUE(cache.get());
+}
+
+TEST(ReplicaAddress, ANameIsLookedUpOffTheLoopOnceAndAgainAfterForget) {
+  boost::asio::io_context ioc;
+  ResolvedAddress cache;
+  int calls = 0;
+  auto check = [&](boost::system::error_code ec, Endpoints e) {
+    ++calls;
+    ASSERT_FALSE(ec) << ec.message();
+    ASSERT_FALSE(e->empty());
+    for (const auto& ep : *e) {
+      EXPECT_TRUE(ep.address().is_loopback()) << ep.address().to_string();
+      EXPECT_EQ(ep.port(), 9000);
+    }
+  };
+  resolve_address("localhost", 9000, cache, ioc.get_executor(), check);
+  EXPECT_EQ(calls, 0) << "a name's lookup completes on the executor, not inline";
+  ioc.run();
+  ASSERT_EQ(calls, 1);
+  ASSERT_TRUE(cache.get());
+  resolve_address("localhost", 9000, cache, ioc.get_executor(), check);
+  EXPECT_EQ(calls, 2) << "known: inline";
+  cache.forget();
+  resolve_address("localhost", 9000, cache, ioc.get_executor(), check);
+  EXPECT_EQ(calls, 2);
+  ioc.restart();
+  ioc.run();
+  EXPECT_EQ(calls, 3);
+}
+
+TEST(ReplicaAddress, AFailedLookupIsAnErrorAndNotKept) {
+  boost::asio::io_context ioc;
+  ResolvedAddress cache;
+  bool failed = false;
+  // RFC 6761: .invalid never resolves (answered at once here; without DNS, after its timeout).
+  resolve_address("nosuchhost.invalid", 9000, cache, ioc.get_executor(), [&](boost::system::error_code ec, Endpoints e) {
+    failed = static_cast<bool>(ec);
+    EXPECT_FALSE(e);
+  });
+  ioc.run();
+  EXPECT_TRUE(failed);
+  EXPECT_FALSE(cache.get());
+}
+
+}  // namespace
+}  // namespace tidegate::gateway
