@@ -29,6 +29,11 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
   const bool chat = ctx->path.rfind("/v1/chat/completions", 0) == 0;
   const bool completions = ctx->path.rfind("/v1/completions", 0) == 0;
   if ((!chat && !completions) || !ctx->body || !ctx->body->is_object()) return done(std::nullopt);
+  if (audit_mark_ && audit_mark_->marks(*ctx)) {  // the cache's own audit: the model must answer it
+    ctx->attributes[kStatus] = "audit";
+    ctx->response_headers.emplace_back("x-tidegate-cache", "audit");
+    return done(std::nullopt);
+  }
 
   cache::RequestView view;
   view.endpoint = chat ? cache::RequestView::Endpoint::kChat : cache::RequestView::Endpoint::kCompletions;
@@ -84,6 +89,8 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     reply.headers.emplace_back("x-tidegate-cache-age", std::to_string(static_cast<long long>(std::floor(r.age_s))));
     reply.headers.emplace_back("x-tidegate-cache-entry", std::to_string(r.entry_id));
     done(std::move(reply));
+    // After the client's answer is on its way: an audit (when sampled) runs in the background.
+    cache_->audit(holder->plan, r, endpoint, ctx->body->as_object());
   });
 }
 

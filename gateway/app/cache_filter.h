@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 
+#include "audit_transport.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "tidegate/gateway/gateway.h"
 
@@ -15,8 +16,11 @@ class CacheFilter final : public gateway::RequestFilter {
   // on its usage chunk, as a streamed miss does; empty when costs are off.
   using HitPricer = std::function<double(gateway::RequestContext&)>;
 
-  explicit CacheFilter(std::shared_ptr<cache::SemanticCache> cache, HitPricer price_hit = {})
-      : cache_(std::move(cache)), price_hit_(std::move(price_hit)) {}
+  // `audit_mark`: requests it marks are the cache's own audits (audit_transport.h): forwarded
+  // without a lookup and never stored. Served hits are offered to the cache's audits.
+  explicit CacheFilter(std::shared_ptr<cache::SemanticCache> cache, HitPricer price_hit = {},
+                       std::shared_ptr<const AuditMark> audit_mark = nullptr)
+      : cache_(std::move(cache)), price_hit_(std::move(price_hit)), audit_mark_(std::move(audit_mark)) {}
 
   void pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) override;
   bool reads_request_headers() const override { return true; }  // Cache-Control, x-tidegate-cache*
@@ -28,6 +32,7 @@ class CacheFilter final : public gateway::RequestFilter {
  private:
   std::shared_ptr<cache::SemanticCache> cache_;
   HitPricer price_hit_;
+  std::shared_ptr<const AuditMark> audit_mark_;
 };
 
 }  // namespace tidegate::app

@@ -30,6 +30,12 @@ cost::RequestLabels labels_of(const gateway::RequestContext& ctx) {
   return l;
 }
 
+cost::RequestLabels CostFilter::labels(const gateway::RequestContext& ctx) const {
+  auto l = labels_of(ctx);
+  l.audit = audit_mark_ && audit_mark_->marks(ctx);
+  return l;
+}
+
 CostFilter::State& CostFilter::state(gateway::RequestContext& ctx) {
   auto& slot = ctx.extensions["cost.state"];
   if (!slot) slot = std::make_shared<State>();
@@ -42,7 +48,7 @@ CostFilter::State* CostFilter::find_state(const gateway::RequestContext& ctx) {
 }
 
 void CostFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) {
-  const auto decision = accounting_->check_budget(labels_of(*ctx), clock_());
+  const auto decision = accounting_->check_budget(labels(*ctx), clock_());
   if (decision.allowed) return done(std::nullopt);
   gateway::LocalReply reply;
   reply.status = 429;
@@ -54,7 +60,7 @@ void CostFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx
 void CostFilter::on_attempt_start(gateway::RequestContext& ctx) {
   auto& s = state(ctx);
   settle(ctx, s);  // a retry: the failed attempt keeps what it cost
-  s.handle = accounting_->request_started(labels_of(ctx), ctx.replica_id, clock_());
+  s.handle = accounting_->request_started(labels(ctx), ctx.replica_id, clock_());
 }
 
 void CostFilter::on_attempt_end(gateway::RequestContext& ctx, bool success) {
@@ -109,7 +115,7 @@ double CostFilter::price_hit(gateway::RequestContext& ctx) {
   auto& s = state(ctx);
   if (s.hit_priced) return s.cost;
   double saving = 0;  // the cache filter put the cached answer's usage in ctx
-  s.cost = accounting_->cache_hit(labels_of(ctx), std::max<std::int64_t>(0, ctx.prompt_tokens),
+  s.cost = accounting_->cache_hit(labels(ctx), std::max<std::int64_t>(0, ctx.prompt_tokens),
                                   std::max<std::int64_t>(0, ctx.completion_tokens), clock_(), &saving);
   ctx.attributes["cache_saving_usd"] = usd(saving);
   s.hit_priced = true;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "audit_transport.h"
 #include "tidegate/cost/accounting.h"
 #include "tidegate/gateway/gateway.h"
 
@@ -13,8 +14,12 @@ namespace tidegate::app {
 class CostFilter final : public gateway::RequestFilter {
  public:
   // `clock` returns Unix seconds (budgets have UTC day/month periods).
-  CostFilter(std::shared_ptr<cost::CostAccounting> accounting, std::function<double()> clock)
-      : accounting_(std::move(accounting)), clock_(std::move(clock)) {}
+  // Requests `audit_mark` marks are the cache's audits: audit cost, outside every budget.
+  CostFilter(std::shared_ptr<cost::CostAccounting> accounting, std::function<double()> clock,
+             std::shared_ptr<const AuditMark> audit_mark = nullptr)
+      : accounting_(std::move(accounting)), clock_(std::move(clock)), audit_mark_(std::move(audit_mark)) {}
+  // Copies the client's headers into the context: the audit mark is a header.
+  bool reads_request_headers() const override { return audit_mark_ != nullptr; }
 
   void pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) override;
   bool reads_request_body() const override { return false; }  // prices from ctx's token counts
@@ -36,8 +41,11 @@ class CostFilter final : public gateway::RequestFilter {
   void settle(const gateway::RequestContext& ctx, State& s);
   void report_progress(const gateway::RequestContext& ctx, const State& s, double now);
 
+  cost::RequestLabels labels(const gateway::RequestContext& ctx) const;
+
   std::shared_ptr<cost::CostAccounting> accounting_;
   std::function<double()> clock_;
+  std::shared_ptr<const AuditMark> audit_mark_;
 };
 
 cost::RequestLabels labels_of(const gateway::RequestContext& ctx);

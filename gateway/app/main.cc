@@ -124,7 +124,8 @@ class Housekeeping final {
         for (const auto& [replica, ratio] : c_.scaler->prefix_hit_ratios(m.name)) prefix[m.name + " " + replica] = ratio;
       }
     }
-    c_.dashboard->sample(t, queue, scaling, prefix);
+    const auto audit = c_.cache ? app::cache_audit_lines(c_.cache->stats()) : std::map<std::string, double>{};
+    c_.dashboard->sample(t, queue, scaling, prefix, audit);
   }
 
   app::Components c_;
@@ -172,7 +173,14 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  gateway::Gateway gw(sections.gateway);
+  // The cache's audits reach the model through this gateway itself (audit_transport.h).
+  const bool audits_on = sections.cache && sections.cache->enabled && sections.cache->audit.fraction > 0;
+  const auto audit_mark = std::make_shared<const app::AuditMark>();
+  const app::AuditMark audit_key;  // its secret is the audits' API key when the gateway has keys
+  auto with_audits = [&](std::shared_ptr<const gateway::GatewayConfig> g) {
+    return audits_on ? app::with_audit_key(std::move(g), audit_key.secret()) : g;
+  };
+  gateway::Gateway gw(with_audits(sections.gateway));
   app::Components c;
   try {
     if (sections.cost) c.accounting = cost::make_cost_accounting(sections.cost, gw.registry());
@@ -188,13 +196,14 @@ int main(int argc, char** argv) {
   gw.add_filter(c.dashboard);
   std::shared_ptr<app::CostFilter> cost_filter;
   if (c.accounting) {
-    cost_filter = std::make_shared<app::CostFilter>(c.accounting, app::unix_now);
+    cost_filter = std::make_shared<app::CostFilter>(c.accounting, app::unix_now,
+                                                    audits_on ? audit_mark : nullptr);  // headers only if needed
     gw.add_filter(cost_filter);
   }
   if (c.cache) {
     app::CacheFilter::HitPricer price_hit;
     if (cost_filter) price_hit = [cost_filter](gateway::RequestContext& ctx) { return cost_filter->price_hit(ctx); };
-    gw.add_filter(std::make_shared<app::CacheFilter>(c.cache, std::move(price_hit)));
+    gw.add_filter(std::make_shared<app::CacheFilter>(c.cache, std::move(price_hit), audit_mark));
   }
 
   // Static replicas are active from the start; scaled ones report through the listener.
@@ -218,6 +227,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (c.scaler) c.scaler->start();
+  std::unique_ptr<app::AuditTransport> audits;
+  if (audits_on && c.cache) {
+    audits = std::make_unique<app::AuditTransport>(app::self_url(*gw.config(), gw.port()), *audit_mark,
+                                                   audit_key.secret(), sections.cache->audit.max_in_flight);
+    c.cache->set_audit_fetch([t = audits.get()](const cache::AuditRequest& r, double timeout_s,
+                                                std::function<void(cache::AuditResponse)> done) {
+      t->fetch(r, timeout_s, std::move(done));
+    });
+  }
   auto housekeeping = std::make_unique<Housekeeping>(c, gw);
 
   std::thread signals([&] {
@@ -227,7 +245,7 @@ int main(int argc, char** argv) {
         try {
           const auto before = gw.config();
           auto next = app::load_sections(config_path).gateway;
-          gw.reload(next);
+          gw.reload(with_audits(next));
           if (c.accounting) bill_static_replica_changes(*c.accounting, *before, *next);
         } catch (const std::exception& e) {
           // A bad edit keeps the running config; the operator sees why. (load_sections() turns what it
@@ -244,7 +262,8 @@ int main(int argc, char** argv) {
   signals.join();
   housekeeping.reset();
   if (c.scaler) c.scaler->stop(true);
-  if (c.cache) c.cache->shutdown();
+  if (c.cache) c.cache->shutdown();  // no new audits; then the ones still out end
+  audits.reset();
   if (c.accounting) {
     c.accounting->advance(app::unix_now());
     c.accounting->flush();

@@ -5,8 +5,9 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import e2e_runner  # noqa: E402
 import test_admin  # noqa: E402
+import test_audit  # noqa: E402
 import test_cache  # noqa: E402
 import test_cost  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(e2e_runner.run((test_cache, test_admin, test_cost)))
+    sys.exit(e2e_runner.run((test_cache, test_admin, test_cost, test_audit)))
