@@ -1,6 +1,7 @@
 // Online audits through the whole cache (issue 19): sampling, the judge, dropped audits, the
 // bound on audits in flight, per-scope tightening and its survival across a restart. The model
 // is a fake AuditFetch that answers from a table (or fails, times out, or holds its answer).
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -232,4 +233,21 @@ TEST(CacheAudit, AnswersArrivingAfterShutdownOnlyCount) {
   h.model.release_all();  // the encoder is gone: the audit is dropped, not judged
   EXPECT_EQ(h.outcome("dropped_shutdown"), 1);
   h.cache.reset();
+}
+
+TEST(CacheAudit, ACorruptAuditFileIsReportedAndTheCacheStarts) {
+  TempDir dir;
+  std::ofstream(dir.path / "audit.json") << "{\"version\":1,\"models\":";  // torn mid-write
+  auto cfg = audit_config(1.0);
+  cfg.data_dir = dir.path.string();
+  AuditedCache h(cfg);
+  const auto problems = h.cache->stats().at("persistence").at("load_problems").as_array();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(std::string(problems[0].as_string()).find("audit.json"), std::string::npos) << problems[0];
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "audit.json.corrupt"));
+  h.model.answers[kQuestion] = kAnswer;
+  h.store_question();
+  EXPECT_EQ(h.ask(kQuestion).status, CacheStatus::kHit);  // audits start afresh
+  h.wait_outcomes(1);
+  EXPECT_EQ(h.outcome("correct"), 1);
 }
