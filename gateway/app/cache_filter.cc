@@ -88,9 +88,10 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     if (r.probability >= 0) reply.headers.emplace_back("x-tidegate-cache-probability", fixed(r.probability, 4));
     reply.headers.emplace_back("x-tidegate-cache-age", std::to_string(static_cast<long long>(std::floor(r.age_s))));
     reply.headers.emplace_back("x-tidegate-cache-entry", std::to_string(r.entry_id));
+    const auto body = ctx->body;  // read before the session resumes with ctx on its loop
     done(std::move(reply));
     // After the client's answer is on its way: an audit (when sampled) runs in the background.
-    cache_->audit(holder->plan, r, endpoint, ctx->body->as_object());
+    cache_->audit(holder->plan, r, endpoint, body->as_object());
   });
 }
 
