@@ -37,6 +37,8 @@ enum class Failure : std::uint8_t {
   kAdminDisabled,
   kInvalidAdminKey,
   kModelNotFound,
+  // A request filter threw before it answered (a bug in it: the worker goes on).
+  kFilterFailed,
   // Capacity.
   kNoReadyReplica,
   kQueueFull,
@@ -121,6 +123,7 @@ inline constexpr std::array<FailureSpec, static_cast<std::size_t>(Failure::kCoun
       local(F::kAdminDisabled, "admin_disabled", 403, kPermission),
       local(F::kInvalidAdminKey, "invalid_admin_key", 401, kAuth),
       local(F::kModelNotFound, "model_not_found", 404, kInvalid),
+      local(F::kFilterFailed, "filter_failed", 500, kServer),
       local(F::kNoReadyReplica, "no_ready_replica", 503, kServer),
       local(F::kQueueFull, "queue_full", 429, kRate),  // the client may come back: Retry-After
       local(F::kQueueTimeout, "queue_timeout", 503, kServer),  // not 429: the client did nothing wrong

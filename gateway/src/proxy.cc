@@ -169,7 +169,7 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
   tried_.push_back(replica_->serial);
   ++attempts_;
   if (!fresh_connection)  // a stale pooled connection retried is the same try
-    for (auto& f : impl_->filters) f->on_attempt_start(*ctx_);
+    for (auto& f : impl_->filters) invoke_filter("on_attempt_start", [&] { f->on_attempt_start(*ctx_); });
   up_buffer_.clear();
   upstream_ = fresh_connection ? nullptr : worker_.conns.take(replica_->serial);
   upstream_reused_ = upstream_ != nullptr;
@@ -519,7 +519,7 @@ void Session::release_replica(Outcome outcome) {
     if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
     if (summary_.cached_prompt_tokens >= 0) ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
     if (summary_.completion_tokens >= 0) ctx_->completion_tokens = summary_.completion_tokens;
-    for (auto& f : impl_->filters) f->on_attempt_end(*ctx_, outcome == Outcome::kSuccess);
+    for (auto& f : impl_->filters) invoke_filter("on_attempt_end", [&] { f->on_attempt_end(*ctx_, outcome == Outcome::kSuccess); });
   }
   if (pool_) pool_->release(r, outcome);
   else if (auto pool = impl_->upstreams.find(ctx_ ? ctx_->model : "")) pool->release(r, outcome);

@@ -378,7 +378,7 @@ struct FilterCall {
 void Session::run_filters(std::size_t index) {
   for (; index < impl_->before_forward.size(); ++index) {
     auto call = std::make_shared<FilterCall>(index);
-    impl_->before_forward[index]->pre_forward(
+    const bool returned = invoke_filter("pre_forward", [&] { impl_->before_forward[index]->pre_forward(
         ctx_, [self = shared_from_this(), ex = stream_.get_executor(), call](std::optional<LocalReply> r) {
           if (call->answered.exchange(true)) return;
           call->reply = std::move(r);
@@ -389,13 +389,24 @@ void Session::run_filters(std::size_t index) {
             if (!call->reply) return self->run_filters(call->index + 1);
             self->answer_from_filter(std::move(*call->reply));
           });
-        });
+        }); });
+    // Threw before answering: a 500, and a later done() from it is ignored. Threw after
+    // answering: the answer stands.
+    if (!returned && !call->answered.exchange(true)) return fail(Failure::kFilterFailed, "a request filter failed");
     int inside = FilterCall::kInside;
     if (call->phase.compare_exchange_strong(inside, FilterCall::kReturned)) return;  // done comes later
     // Answered inside pre_forward: go on here, without a trip through the loop's queue.
     if (call->reply) return answer_from_filter(std::move(*call->reply));
   }
   proxy();
+}
+
+void Session::filter_threw(const char* hook, const char* what) noexcept {
+  try {
+    impl_->stats.filter_error(hook);
+    log::error("filter_threw", {{"hook", hook}, {"what", what}, {"request_id", ctx_ ? ctx_->request_id : ""}});
+  } catch (...) {  // out of memory while reporting: the count matters less than the loop
+  }
 }
 
 void Session::answer_from_filter(LocalReply reply) {
@@ -427,7 +438,7 @@ void Session::send_local(LocalReply reply, bool close) {
   if (ctx_) {
     add("x-request-id", ctx_->request_id);
     if (!reply.reason.empty()) ctx_->reason = reply.reason;
-    for (auto& f : impl_->filters) f->on_response_headers(*ctx_);
+    for (auto& f : impl_->filters) invoke_filter("on_response_headers", [&] { f->on_response_headers(*ctx_); });
     for (const auto& [k, v] : ctx_->response_headers) add(k, v);
   }
   add("Content-Length", std::to_string(reply.body.size()));
@@ -502,7 +513,7 @@ void Session::finish_request(int status, std::string reason) {
                             upstream_started_ || ctx->local_reply ? t.overhead_s : -1);
   impl_->access_log(*ctx, req_.method_string(), *config_);
   if (!ctx->model.empty() && parsed_)
-    for (auto& f : impl_->filters) f->on_complete(*ctx);
+    for (auto& f : impl_->filters) invoke_filter("on_complete", [&] { f->on_complete(*ctx); });
   if (waiting_in_queue_) {
     waiting_in_queue_ = false;
     if (pool_) {

@@ -42,6 +42,22 @@ class Session final : public std::enable_shared_from_this<Session> {
   void handle_inference(Endpoint endpoint);
   void handle_route(const Route& route);
   void run_filters(std::size_t index);  // Impl::before_forward[index..], then proxy()
+  // The one boundary around filter code: an exception out of a hook would unwind through the
+  // worker's loop and end it. Here it is logged and counted by hook (tidegate_filter_errors_total);
+  // false tells the caller, which answers 500 when nothing was answered yet, else goes on.
+  template <typename Call>
+  bool invoke_filter(const char* hook, Call&& call) noexcept {
+    try {
+      call();
+      return true;
+    } catch (const std::exception& e) {
+      filter_threw(hook, e.what());
+    } catch (...) {
+      filter_threw(hook, "not a std::exception");
+    }
+    return false;
+  }
+  void filter_threw(const char* hook, const char* what) noexcept;
   void answer_from_filter(LocalReply reply);
   void send_local(LocalReply reply, bool close = false);
   // Every failure's answer: counted (tidegate_local_replies_total{reason=code}), recorded as

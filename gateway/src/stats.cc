@@ -42,6 +42,7 @@ GatewayStats::GatewayStats(p::Registry& r)
       in_flight(p::BuildGauge().Name("tidegate_upstream_in_flight").Help("Requests being served by replicas").Register(r)),
       local_replies(p::BuildCounter().Name("tidegate_local_replies_total").Help("Responses the gateway answered itself, by reason").Register(r)),
       retries(p::BuildCounter().Name("tidegate_retries_total").Help("Requests retried on another replica").Register(r)),
+      filter_errors(p::BuildCounter().Name("tidegate_filter_errors_total").Help("Filter hooks that threw, by hook (the worker goes on)").Register(r)),
       connections_open(p::BuildGauge().Name("tidegate_connections_open").Help("Open client connections").Register(r).Add({})),
       connections_total(p::BuildCounter().Name("tidegate_connections_total").Help("Accepted client connections").Register(r).Add({})) {}
 

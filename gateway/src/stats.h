@@ -53,6 +53,8 @@ struct GatewayStats final {
     local_reply_children.get(reason, [&]() -> prometheus::Counter& { return local_replies.Add({{"reason", reason}}); })
         .Increment();
   }
+  // A filter hook that threw (a bug in the filter), by hook; the request went on or got a 500.
+  void filter_error(const char* hook) { filter_errors.Add({{"hook", hook}}).Increment(); }
   void upstream_error(const std::string& model, const std::string& reason) {
     upstream_errors.Add({{"model", model}, {"reason", reason}}).Increment();
   }
@@ -78,6 +80,7 @@ struct GatewayStats final {
   prometheus::Family<prometheus::Gauge>& in_flight;
   prometheus::Family<prometheus::Counter>& local_replies;
   prometheus::Family<prometheus::Counter>& retries;
+  prometheus::Family<prometheus::Counter>& filter_errors;
   prometheus::Gauge& connections_open;
   prometheus::Counter& connections_total;
 

@@ -20,7 +20,7 @@ void Session::format_stream_head() {
   h.clear();
   h += "HTTP/1.1 200 OK\r\nServer: tidegate\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nx-request-id: ";
   h += ctx_->request_id;
-  for (auto& f : impl_->filters) f->on_response_headers(*ctx_);
+  for (auto& f : impl_->filters) invoke_filter("on_response_headers", [&] { f->on_response_headers(*ctx_); });
   for (const auto& [k, v] : ctx_->response_headers) {
     h += "\r\n";
     h += k;
@@ -103,7 +103,7 @@ void Session::relay_stream_bytes() {
   bool progress = false;  // events not yet reported to on_stream_event
   auto report_progress = [&] {
     update_tokens();
-    for (auto& f : impl_->filters) f->on_stream_event(*ctx_, nullptr);
+    for (auto& f : impl_->filters) invoke_filter("on_stream_event", [&] { f->on_stream_event(*ctx_, nullptr); });
     progress = false;
   };
   if (sse_.overflowed()) return;  // the stream is ending; nothing after the cut is relayed
@@ -127,7 +127,7 @@ void Session::relay_stream_bytes() {
       auto v = boost::json::parse(ev.data, jec);
       if (!jec && v.is_object()) {
         auto& usage = v.get_object();
-        for (auto& f : impl_->filters) f->on_stream_event(*ctx_, &usage);
+        for (auto& f : impl_->filters) invoke_filter("on_stream_event", [&] { f->on_stream_event(*ctx_, &usage); });
         if (!strip_usage) {
           stream_out_ += "data: ";
           stream_out_ += common::to_json_text(v);  // the added cost in plain decimals

@@ -281,3 +281,67 @@ TEST(GatewayHooks, WatchOnlyFilterIsNotAskedBeforeForwarding) {
   std::lock_guard lock(watcher->mu);
   EXPECT_EQ(watcher->statuses, (std::vector<int>{200, 200}));  // it still sees every completion
 }
+
+namespace {
+
+// Throws from the hooks its prompt names: "throw pre_forward", "throw late" (every hook after
+// forwarding), anything else passes.
+class ThrowingFilter final : public RequestFilter {
+ public:
+  void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) override {
+    if (prompt(*ctx) == "throw pre_forward") throw std::runtime_error("pre_forward bug");
+    done(std::nullopt);
+  }
+  void on_attempt_start(RequestContext& ctx) override { late(ctx); }
+  void on_attempt_end(RequestContext& ctx, bool) override { late(ctx); }
+  void on_response_headers(RequestContext& ctx) override { late(ctx); }
+  void on_stream_event(RequestContext& ctx, boost::json::object*) override { late(ctx); }
+  void on_complete(const RequestContext& ctx) override {
+    completions++;
+    late(ctx);
+  }
+  std::atomic<int> completions{0};
+
+ private:
+  static std::string prompt(const RequestContext& ctx) {
+    if (!ctx.body) return {};
+    const auto& msgs = ctx.body->as_object().at("messages").as_array();
+    return std::string(msgs.back().as_object().at("content").as_string());
+  }
+  static void late(const RequestContext& ctx) {
+    if (prompt(ctx) == "throw late") throw 42;  // not even a std::exception
+  }
+};
+
+}  // namespace
+
+TEST(GatewayHooks, AFilterThatThrowsCostsItsRequestNotTheWorker) {
+  SimProcess sim;
+  ASSERT_GT(sim.port, 0) << "tidegate-sim did not start";
+  Gateway gw(config_for(sim.port));
+  auto thrower = std::make_shared<ThrowingFilter>();
+  gw.add_filter(thrower);
+  gw.start();
+  // Threw before answering: a counted 500 in OpenAI's shape.
+  auto r = request(gw.port(), http::verb::post, "/v1/chat/completions", chat_body("throw pre_forward"), "sk-hooks-0001");
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_NE(r.body.find("\"code\":\"filter_failed\""), std::string::npos) << r.body;
+  // Threw in every later hook: the answer still comes, whole and streamed.
+  r = request(gw.port(), http::verb::post, "/v1/chat/completions", chat_body("throw late"), "sk-hooks-0001");
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = request(gw.port(), http::verb::post, "/v1/chat/completions", chat_body("throw late", true), "sk-hooks-0001");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("[DONE]"), std::string::npos) << r.body;
+  // And the workers are all still there: a run of plain requests is served.
+  for (int i = 0; i < 6; ++i) {
+    r = request(gw.port(), http::verb::post, "/v1/chat/completions", chat_body("fine"), "sk-hooks-0001");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  const auto metrics = request(gw.port(), http::verb::get, "/metrics", "", "admin-secret-1").body;
+  EXPECT_NE(metrics.find("tidegate_local_replies_total{reason=\"filter_failed\"} 1"), std::string::npos);
+  for (const char* hook : {"pre_forward", "on_attempt_start", "on_attempt_end", "on_response_headers", "on_stream_event",
+                           "on_complete"})
+    EXPECT_NE(metrics.find(std::string("tidegate_filter_errors_total{hook=\"") + hook + "\"}"), std::string::npos) << hook;
+  gw.stop();
+  EXPECT_EQ(thrower->completions.load(), 9);  // every inference request, the 500 included
+}
