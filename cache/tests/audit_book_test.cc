@@ -97,7 +97,7 @@ TEST(AuditConfig, DefaultsAndKeys) {
   EXPECT_DOUBLE_EQ(c->audit.fraction, 0.01);
   EXPECT_EQ(c->audit.max_in_flight, 4u);
   EXPECT_DOUBLE_EQ(c->audit.timeout_s, 30);
-  EXPECT_DOUBLE_EQ(c->audit.judge_threshold, 0.8);
+  EXPECT_DOUBLE_EQ(c->audit.judge_threshold, 0.6);
   const auto d = parse_cache_config(
       YAML::Load("cache:\n  enabled: false\n  audit: {fraction: 1.0, max_in_flight: 2, timeout: 250ms, "
                  "judge_threshold: 0.7, max_scopes: 5}\n")["cache"],
