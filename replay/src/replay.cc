@@ -6,7 +6,6 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
-#include <unordered_set>
 
 #include "fleet.h"
 #include "tidegate/scaler/policy.h"
@@ -185,7 +184,7 @@ class Run {
       best->engine->advance(t, events_);  // the model wants time to move forward before a submit
       handle_events(*best);
       if (opt_.balancer == Balancer::kIdeal)
-        best->engine->submit_externally_cached(id, req.prompt_tokens, req.output_tokens, t, ideal_cached_tokens(req));
+        best->engine->submit_externally_cached(id, req.prompt_tokens, req.output_tokens, t, ideal_cache_.admit(req));
       else
         best->engine->submit(id, req.prompt_tokens, req.output_tokens, t, req.blocks);
       ++best->in_flight;
@@ -193,17 +192,6 @@ class Run {
       records_[id].dispatched = t;
       period_waits_.push_back(t - req.arrival_s);
     }
-  }
-
-  // The prefix any replica has been sent before, in tokens (for kIdeal); then remembers this
-  // request's blocks. The same rule as ideal_prefix_hit_rate(), in dispatch order.
-  std::int64_t ideal_cached_tokens(const TraceRequest& req) {
-    const std::int64_t b = trace_.block_tokens;
-    std::int64_t matched = 0;
-    for (std::size_t i = 0; i < req.blocks.size() && ideal_seen_.count(req.blocks[i]); ++i)
-      matched += std::min<std::int64_t>(b, req.prompt_tokens - static_cast<std::int64_t>(i) * b);
-    ideal_seen_.insert(req.blocks.begin(), req.blocks.end());
-    return std::max<std::int64_t>(matched, 0);
   }
 
   ClusterObservation observe(double t) {
@@ -365,7 +353,7 @@ class Run {
   std::mt19937_64 rng_{0x7469646567617465ULL};
   std::size_t prefix_routed_ = 0;
   std::int64_t prefix_expected_blocks_ = 0;
-  std::unordered_set<std::uint64_t> ideal_seen_;  // every block dispatched so far (kIdeal)
+  InfinitePrefixCache ideal_cache_{trace_.block_tokens};  // kIdeal: every block dispatched so far
 };
 
 }  // namespace

@@ -333,19 +333,23 @@ Trace parse_trace_file(const std::string& path, const ParseOptions& options) {
   return parse_trace_text(buf.str(), path, options);
 }
 
+std::int64_t InfinitePrefixCache::admit(const TraceRequest& req) {
+  const std::int64_t b = block_tokens_;
+  std::int64_t matched = 0;
+  for (std::size_t i = 0; b > 0 && i < req.blocks.size() && seen_.count(req.blocks[i]); ++i)
+    matched += std::min<std::int64_t>(b, req.prompt_tokens - static_cast<std::int64_t>(i) * b);
+  seen_.insert(req.blocks.begin(), req.blocks.end());
+  return std::max<std::int64_t>(matched, 0);
+}
+
 double ideal_prefix_hit_rate(const Trace& trace) {
   if (trace.block_tokens <= 0) return 0;
-  std::unordered_set<std::uint64_t> seen;
+  InfinitePrefixCache cache(trace.block_tokens);
   double queried = 0, hits = 0;
-  const std::int64_t b = trace.block_tokens;
   for (const auto& r : trace.requests) {
     queried += static_cast<double>(r.prompt_tokens);
-    std::int64_t matched = 0;
-    std::size_t i = 0;
-    for (; i < r.blocks.size() && seen.count(r.blocks[i]); ++i)
-      matched += std::min<std::int64_t>(b, r.prompt_tokens - static_cast<std::int64_t>(i) * b);
-    hits += static_cast<double>(std::clamp<std::int64_t>(matched, 0, std::max<std::int64_t>(0, r.prompt_tokens - 1)));
-    seen.insert(r.blocks.begin(), r.blocks.end());
+    // As the engines count hits: the last prompt token is always computed.
+    hits += static_cast<double>(std::min<std::int64_t>(cache.admit(r), std::max<std::int64_t>(0, r.prompt_tokens - 1)));
   }
   return queried > 0 ? hits / queried : 0;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace tidegate::replay {
@@ -75,6 +76,20 @@ Trace parse_trace_file(const std::string& path, const ParseOptions& options);
 // engines count them (the last prompt token is always computed). The ceiling no routing can
 // pass; 0 when the trace carries no block ids.
 double ideal_prefix_hit_rate(const Trace& trace);
+
+// One infinite prefix cache shared by a whole fleet: what ideal_prefix_hit_rate() replays over
+// the trace, and what the replay's `ideal` balancer consults at each dispatch.
+class InfinitePrefixCache final {
+ public:
+  explicit InfinitePrefixCache(std::int32_t block_tokens) : block_tokens_(block_tokens) {}
+  // Tokens of `req`'s prompt held because an earlier request had them (its leading blocks
+  // seen before); then remembers all of its blocks.
+  std::int64_t admit(const TraceRequest& req);
+
+ private:
+  std::int32_t block_tokens_;
+  std::unordered_set<std::uint64_t> seen_;
+};
 // Same, from text already in memory; `name` is used in messages.
 Trace parse_trace_text(const std::string& text, const std::string& name, const ParseOptions& options);
 
