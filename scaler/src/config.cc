@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "leader_election_config.h"
 #include "tidegate/common/config_error.h"
 
 namespace tidegate::scaler {
@@ -312,7 +313,7 @@ std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, 
   auto cfg = std::make_shared<ScalerConfig>();
   if (!node || node.IsNull()) return cfg;
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
-  yaml_reject_unknown(node, path, {"tick", "decisions_kept", "pools"});
+  yaml_reject_unknown(node, path, {"tick", "decisions_kept", "pools", "leader_election"});
   cfg->tick_s = yaml_seconds(node, "tick", path, 1.0);
   if (!(cfg->tick_s >= 0.05)) throw ConfigError(path_join(path, "tick"), yaml_line(node["tick"]), "must be >= 50ms");
   cfg->decisions_kept = static_cast<std::size_t>(yaml_int(node, "decisions_kept", path, 200, 1, 100000));
@@ -371,6 +372,7 @@ std::shared_ptr<const ScalerConfig> parse_scaler_config(const YAML::Node& node, 
     pool.lifecycle.max_replicas = pool.policy.max_replicas;
     cfg->pools.push_back(std::move(pool));
   }
+  cfg->leader_election = parse_leader_election(node["leader_election"], path_join(path, "leader_election"), cfg->pools);
   return cfg;
 }
 

@@ -35,8 +35,8 @@ json::object signals_json(const Signals& s) {
 
 }  // namespace
 
-void DecisionLog::push(Decision d, double wall_s) {
-  if (!records_.empty() && same_hold(records_.back().decision, d)) {
+void DecisionLog::push(Decision d, double wall_s, bool actuated) {
+  if (!records_.empty() && records_.back().actuated == actuated && same_hold(records_.back().decision, d)) {
     auto& r = records_.back();
     r.decision = std::move(d);
     r.wall_s = wall_s;
@@ -46,6 +46,7 @@ void DecisionLog::push(Decision d, double wall_s) {
   DecisionRecord r;
   r.first_t = d.t;
   r.first_wall_s = r.wall_s = wall_s;
+  r.actuated = actuated;
   r.decision = std::move(d);
   records_.push_back(std::move(r));
   while (records_.size() > kept_) {
@@ -100,6 +101,7 @@ json::object decision_record_json(const DecisionRecord& r) {
                       {"time", iso8601_utc(r.wall_s)},
                       {"t_monotonic", d.t},
                       {"count", r.count},
+                      {"actuated", r.actuated},
                       {"first_t", r.first_wall_s},
                       {"first_time", iso8601_utc(r.first_wall_s)},
                       {"first_t_monotonic", r.first_t},

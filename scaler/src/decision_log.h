@@ -19,12 +19,13 @@ struct DecisionRecord {
   double first_t = 0;        // the run's first decision: the policy's (monotonic) clock ...
   double first_wall_s = 0;   // ... and unix seconds
   double wall_s = 0;         // unix seconds of `decision`
+  bool actuated = true;      // false: taken as a follower (leader election), not acted on
 };
 
 class DecisionLog final {
  public:
   explicit DecisionLog(std::size_t kept) : kept_(kept < 1 ? 1 : kept) {}
-  void push(Decision d, double wall_s);
+  void push(Decision d, double wall_s, bool actuated = true);
   const std::deque<DecisionRecord>& records() const { return records_; }
 
  private:

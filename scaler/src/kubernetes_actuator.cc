@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "http_client.h"
+#include "k8s_env.h"
 #include "tidegate/common/log.h"
 #include "tidegate/scaler/actuators.h"
 
@@ -23,14 +24,7 @@ namespace {
 
 namespace json = boost::json;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
+std::string read_file(const std::string& path) { return read_trimmed_file(path); }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -47,14 +41,7 @@ struct Pool {
 class KubernetesActuator final : public Actuator {
  public:
   explicit KubernetesActuator(KubernetesActuatorConfig c) : config_(std::move(c)) {
-    if (config_.api_server.empty()) {
-      const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
-      const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
-      if (host && port) {
-        const std::string h(host);
-        config_.api_server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
-      }
-    }
+    if (config_.api_server.empty()) config_.api_server = in_cluster_api_server();
     if (config_.ns.empty()) config_.ns = read_file(config_.namespace_file);
     if (config_.ns.empty()) config_.ns = "default";
     pools_.push_back({config_.deployment, config_.service, false, 0, {}});

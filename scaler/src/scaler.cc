@@ -7,6 +7,7 @@
 #include <map>
 
 #include "decision_log.h"
+#include "fenced_actuator.h"
 #include "http_client.h"
 #include "scaler_metrics.h"
 #include "tidegate/common/log.h"
@@ -18,6 +19,7 @@ namespace json = boost::json;
 struct Scaler::Pool {
   ModelPoolConfig config;  // policy limits may change at run time (guarded by state_mutex_)
   std::unique_ptr<Actuator> actuator;
+  FencedActuator* fenced = nullptr;  // `actuator` itself, with leader election on
   std::unique_ptr<PoolController> controller;
   std::unique_ptr<SignalSampler> sampler;
   PolicyState policy_state;
@@ -78,11 +80,19 @@ Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routin
     nvml_ = std::make_unique<NvmlGpuUtil>();
     if (!nvml_->available()) log::info("scaler.nvml_unavailable", {{"why", nvml_->why_unavailable()}});
   }
+  if (const auto& le = config_->leader_election; le.kind != ElectionKind::kNone)
+    elector_ = options_.make_elector ? options_.make_elector(le) : make_leader_elector(le);
   for (const auto& pc : config_->pools) {
     auto pool = std::make_unique<Pool>();
     pool->config = pc;
     pool->decisions = DecisionLog(config_->decisions_kept);
     pool->actuator = options_.make_actuator(pc);
+    if (elector_) {
+      auto fenced = std::make_unique<FencedActuator>(std::move(pool->actuator),
+                                                     [e = elector_.get()] { return e->may_actuate(); });
+      pool->fenced = fenced.get();
+      pool->actuator = std::move(fenced);
+    }
     pool->controller = std::make_unique<PoolController>(pc.model, pc.replica_class, pc.lifecycle, *pool->actuator,
                                                         routing_, options_.listener);
     auto sampler_cfg = pc.signals;
@@ -103,6 +113,7 @@ double Scaler::now() const {
 
 void Scaler::start() {
   if (thread_.joinable()) return;
+  if (elector_) elector_->start();
   {
     std::lock_guard lock(wake_mutex_);
     stopping_ = false;
@@ -127,7 +138,14 @@ void Scaler::stop(bool stop_replicas) {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (!stop_replicas) return;
+  // Kubernetes replicas belong to the fleet: hand the lease over before the shutdown below, so
+  // its stops are fenced and the successor keeps the replicas. A process actuator's replicas
+  // are this process's children and die with it: those are stopped first, then the lock goes.
+  if (elector_ && config_->leader_election.kind == ElectionKind::kKubernetes) elector_->stop();
+  if (!stop_replicas) {
+    if (elector_) elector_->stop();
+    return;
+  }
   std::lock_guard lock(tick_mutex_);
   for (auto& p : pools_) {
     p->controller->shutdown(now());
@@ -135,7 +153,10 @@ void Scaler::stop(bool stop_replicas) {
     p->counts = p->controller->counts();
     p->replicas = p->controller->replicas();
   }
+  if (elector_) elector_->stop();
 }
+
+bool Scaler::acting() const { return !elector_ || elector_->may_actuate(); }
 
 void Scaler::tick() {
   std::lock_guard lock(tick_mutex_);
@@ -177,14 +198,18 @@ void Scaler::tick_pool(Pool& p, double t) {
   in.warm = before.warm;
   in.cold_start_s = p.controller->measured_startup_s();
   Decision d = decide(policy, p.policy_state, in);
+  const bool acts = acting();
   if (d.direction != Direction::kHold)
     log::info("scaler.decision", {{"model", p.config.model}, {"desired", d.desired}, {"active", d.active},
                                   {"starting", d.starting}, {"direction", std::string(to_string(d.direction))},
-                                  {"reason", d.reason}});
+                                  {"reason", d.reason}, {"actuated", acts}});
 
   p.controller->set_max_replicas(policy.max_replicas);  // warm replicas count within it
-  p.controller->step(t, d.desired, detail.gateway ? &*detail.gateway : nullptr,
-                     d.desired_tiers.empty() ? 0 : d.desired_tiers.front());
+  // A follower routes every replica the leader runs (it cannot know which the leader keeps
+  // warm), and so never drains or stops one itself; the decision above is kept, not acted on.
+  const int desired = acts ? d.desired : p.fenced->live();
+  p.controller->step(t, desired, detail.gateway ? &*detail.gateway : nullptr,
+                     !acts || d.desired_tiers.empty() ? 0 : d.desired_tiers.front());
 
   const auto counts = p.controller->counts();
   const auto stats = p.actuator->stats();
@@ -192,9 +217,10 @@ void Scaler::tick_pool(Pool& p, double t) {
     metrics_->record(p.config.model, d, counts, stats, p.controller->replaced_total());
     metrics_->record_missing(p.config.model, p.sampler->missing());
     metrics_->record_prefix(p.config.model, detail.prefix_hit_ratio_by_replica);
+    if (elector_) metrics_->record_leader(p.config.model, acts, elector_->status().transitions);
   }
   std::lock_guard lock(state_mutex_);
-  p.decisions.push(std::move(d), options_.wall_clock());
+  p.decisions.push(std::move(d), options_.wall_clock(), acts);
   p.replicas = p.controller->replicas();
   p.events = p.controller->events();
   p.missing = p.sampler->missing();
@@ -258,6 +284,7 @@ json::object Scaler::admin_state() const {
         {"model", p->config.model},
         {"replica_class", p->config.replica_class},
         {"actuator", std::string(p->actuator->kind())},
+        {"role", !elector_ ? "alone" : elector_->may_actuate() ? "leader" : "follower"},
         {"limits", json::object{{"min_replicas", pol.min_replicas}, {"max_replicas", pol.max_replicas},
                                 {"scale_to_zero", pol.scale_to_zero}}},
         {"warm_pool_size", p->config.lifecycle.warm_pool_size},
@@ -274,7 +301,23 @@ json::object Scaler::admin_state() const {
         {"decisions", std::move(decisions)},
         {"changes", std::move(changes)}});
   }
+  json::value election = nullptr;
+  if (elector_) {
+    const auto s = elector_->status();
+    const auto& le = config_->leader_election;
+    election = json::object{
+        {"kind", le.kind == ElectionKind::kKubernetes ? "kubernetes" : "file"},
+        {"lease", le.kind == ElectionKind::kKubernetes ? le.lease_name : le.lock_file},
+        {"identity", elector_->identity()},
+        {"role", s.may_actuate ? "leader" : "follower"},
+        {"holder", s.holder},
+        // Leader in name whose renewals fail: fenced (not acting) until one succeeds or it steps down.
+        {"fenced", s.leader && !s.may_actuate},
+        {"transitions", s.transitions},
+        {"last_error", s.last_error}};
+  }
   return json::object{{"tick_s", config_->tick_s},
+                      {"leader_election", std::move(election)},
                       {"now", json::object{{"t", wall}, {"time", iso8601_utc(wall)}, {"t_monotonic", mono}}},
                       {"pools", std::move(pools)}};
 }

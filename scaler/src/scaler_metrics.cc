@@ -39,7 +39,22 @@ ScalerMetrics::ScalerMetrics(prometheus::Registry& r)
                         "between the scaler's last two samples with enough tokens (vllm:prefix_cache_hits_total / "
                         "queries_total, sglang:cached_tokens_total / prompt_tokens_total, llama.cpp's cached prompt "
                         "tokens)")
-                  .Register(r)) {}
+                  .Register(r)),
+      leader_(prometheus::BuildGauge()
+                  .Name("tidegate_scaler_leader")
+                  .Help("1 while this gateway's scaler holds the leader election and acts for the pool; 0 while it "
+                        "follows (computes decisions, does not start or stop replicas)")
+                  .Register(r)),
+      leader_transitions_(prometheus::BuildCounter()
+                              .Name("tidegate_scaler_leader_transitions_total")
+                              .Help("Changes of this scaler's role (follower to leader and back)")
+                              .Register(r)) {}
+
+void ScalerMetrics::record_leader(const std::string& model, bool leader, std::uint64_t transitions) {
+  leader_.Add({{"model", model}}).Set(leader ? 1 : 0);
+  auto& c = leader_transitions_.Add({{"model", model}});
+  if (static_cast<double>(transitions) > c.Value()) c.Increment(static_cast<double>(transitions) - c.Value());
+}
 
 void ScalerMetrics::record_prefix(const std::string& model, const std::map<std::string, double>& by_replica) {
   auto& series = prefix_series_[model];

@@ -26,6 +26,8 @@ class ScalerMetrics final {
   // Per replica prefix-cache hit ratio from the engines' counters; series of replicas no longer
   // routed are removed.
   void record_prefix(const std::string& model, const std::map<std::string, double>& by_replica);
+  // Leader election: 1 while this scaler acts for the pool; the elector's role changes.
+  void record_leader(const std::string& model, bool leader, std::uint64_t transitions);
 
  private:
   prometheus::Family<prometheus::Gauge>& replicas_;
@@ -37,6 +39,8 @@ class ScalerMetrics final {
   prometheus::Family<prometheus::Gauge>& signal_;
   prometheus::Family<prometheus::Gauge>& missing_;
   prometheus::Family<prometheus::Gauge>& prefix_;
+  prometheus::Family<prometheus::Gauge>& leader_;
+  prometheus::Family<prometheus::Counter>& leader_transitions_;
   std::map<std::string, std::map<std::string, prometheus::Gauge*>> prefix_series_;  // model -> replica
   std::map<std::string, std::set<std::string>> missing_seen_;  // per model: every signal ever exported
 };

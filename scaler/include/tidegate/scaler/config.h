@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tidegate/scaler/actuators.h"
+#include "tidegate/scaler/leader_election.h"
 #include "tidegate/scaler/lifecycle.h"
 #include "tidegate/scaler/policy.h"
 #include "tidegate/scaler/sampler.h"
@@ -34,6 +35,7 @@ struct ScalerConfig {
   double tick_s = 1.0;
   std::size_t decisions_kept = 200;  // per pool, for GET /admin/scaler
   std::vector<ModelPoolConfig> pools;
+  LeaderElectionConfig leader_election;  // kind none: this gateway's scaler always acts
 };
 
 // One pool's `policy:` mapping (also used by the replay tool's config). Throws ConfigError.

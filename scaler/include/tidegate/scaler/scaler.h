@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tidegate/scaler/config.h"
+#include "tidegate/scaler/leader_election.h"
 #include "tidegate/scaler/lifecycle.h"
 #include "tidegate/scaler/policy.h"
 #include "tidegate/scaler/routing.h"
@@ -41,6 +42,8 @@ struct ScalerOptions {
   std::function<std::unique_ptr<Actuator>(const ModelPoolConfig&)> make_actuator;
   // GET for /metrics scrapes and DCGM; default: HTTP with a 500 ms deadline.
   Fetcher fetch;
+  // With leader_election configured: builds the elector; default make_leader_elector.
+  std::function<std::unique_ptr<LeaderElector>(const LeaderElectionConfig&)> make_elector;
 };
 
 class ScalerMetrics;
@@ -55,14 +58,17 @@ class Scaler final {
   Scaler(const Scaler&) = delete;
   Scaler& operator=(const Scaler&) = delete;
 
-  void start();  // spawns the tick thread; the first tick runs at once
+  void start();  // spawns the tick thread (and the elector's); the first tick runs at once
   // Stops the thread; with stop_replicas, replicas are removed from routing and stopped.
   void stop(bool stop_replicas = true);
 
   // One pass over every pool. The thread calls it; tests may call it when not started.
   void tick();
 
-  // GET /admin/scaler: per pool limits, replica states, recent decisions (identical holds
+  // Whether this scaler may change the fleet now (always without leader_election).
+  bool acting() const;
+
+  // GET /admin/scaler: the election role and holder, per pool limits, replica states, recent decisions (identical holds
   // collapsed, with a count), the ups and downs alone, faults and missing signals.
   boost::json::object admin_state() const;
   // Admin call: changes min/max replicas at run time. False (with *error) for an unknown
@@ -86,6 +92,7 @@ class Scaler final {
   ScalerOptions options_;
   std::unique_ptr<ScalerMetrics> metrics_;
   std::unique_ptr<NvmlGpuUtil> nvml_;
+  std::unique_ptr<LeaderElector> elector_;  // null: no election, this scaler always acts
   std::vector<std::unique_ptr<Pool>> pools_;
 
   std::mutex tick_mutex_;            // one tick at a time (thread vs. a direct call)

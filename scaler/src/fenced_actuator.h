@@ -1,0 +1,53 @@
+#pragma once
+// An actuator that acts only while the leader elector allows it. Observation always passes
+// through, so a follower keeps routing the replicas the leader runs and keeps its policy warm;
+// what changes the fleet (start, stop, park, unpark) is checked against the fence at the
+// moment of the call, not once per tick, so a leader that loses the lease mid-tick stops there.
+#include <functional>
+#include <memory>
+
+#include "tidegate/scaler/actuator.h"
+
+namespace tidegate::scaler {
+
+class FencedActuator final : public Actuator {
+ public:
+  FencedActuator(std::unique_ptr<Actuator> inner, std::function<bool()> may_actuate)
+      : inner_(std::move(inner)), may_actuate_(std::move(may_actuate)) {}
+
+  std::string_view kind() const override { return inner_->kind(); }
+  bool elastic() const override { return inner_->elastic(); }
+  // A follower's start is a no-op that reports success: the controller keeps replicas only from
+  // what observe() lists, so a start that did nothing leaves its state as it was, and no
+  // "start_failed" fault is reported every tick for the leader's job.
+  bool start(bool for_warm_pool) override {
+    if (!may_actuate_()) return ++withheld_, true;
+    return inner_->start(for_warm_pool);
+  }
+  void stop(const std::string& id) override {
+    if (!may_actuate_()) return void(++withheld_);
+    inner_->stop(id);
+  }
+  PoolObservation observe() override {
+    auto obs = inner_->observe();
+    live_ = 0;
+    for (const auto& r : obs.replicas) live_ += !r.exited;
+    return obs;
+  }
+  ActuatorStats stats() const override { return inner_->stats(); }
+  bool park(const std::string& id) override { return may_actuate_() && inner_->park(id); }
+  bool unpark(const std::string& id) override { return may_actuate_() && inner_->unpark(id); }
+
+  // Replicas the last observe() listed alive: a follower routes all of them.
+  int live() const { return live_; }
+  // Calls refused by the fence, for the admin view.
+  std::uint64_t withheld() const { return withheld_; }
+
+ private:
+  std::unique_ptr<Actuator> inner_;
+  std::function<bool()> may_actuate_;
+  int live_ = 0;
+  std::uint64_t withheld_ = 0;
+};
+
+}  // namespace tidegate::scaler
