@@ -21,11 +21,11 @@ class FencedActuator final : public Actuator {
   // what observe() lists, so a start that did nothing leaves its state as it was, and no
   // "start_failed" fault is reported every tick for the leader's job.
   bool start(bool for_warm_pool) override {
-    if (!may_actuate_()) return ++withheld_, true;
+    if (!may_actuate_()) return true;
     return inner_->start(for_warm_pool);
   }
   void stop(const std::string& id) override {
-    if (!may_actuate_()) return void(++withheld_);
+    if (!may_actuate_()) return;
     inner_->stop(id);
   }
   PoolObservation observe() override {
@@ -40,14 +40,11 @@ class FencedActuator final : public Actuator {
 
   // Replicas the last observe() listed alive: a follower routes all of them.
   int live() const { return live_; }
-  // Calls refused by the fence, for the admin view.
-  std::uint64_t withheld() const { return withheld_; }
 
  private:
   std::unique_ptr<Actuator> inner_;
   std::function<bool()> may_actuate_;
   int live_ = 0;
-  std::uint64_t withheld_ = 0;
 };
 
 }  // namespace tidegate::scaler

@@ -206,8 +206,9 @@ void Scaler::tick_pool(Pool& p, double t) {
 
   p.controller->set_max_replicas(policy.max_replicas);  // warm replicas count within it
   // A follower routes every replica the leader runs (it cannot know which the leader keeps
-  // warm), and so never drains or stops one itself; the decision above is kept, not acted on.
-  const int desired = acts ? d.desired : p.fenced->live();
+  // warm), so it asks for more than it sees: then it promotes all, never drains or stops one,
+  // and its starts are withheld by the fence. The decision above is kept, not acted on.
+  const int desired = acts ? d.desired : p.fenced->live() + policy.max_replicas;
   p.controller->step(t, desired, detail.gateway ? &*detail.gateway : nullptr,
                      !acts || d.desired_tiers.empty() ? 0 : d.desired_tiers.front());
 

@@ -1,0 +1,187 @@
+// Two live Scaler objects over one shared fleet (as two gateways over one Deployment), with
+// the election injected: only the leader starts and stops replicas; the follower routes what
+// the leader runs, keeps deciding (records marked not actuated), and says so on the admin
+// state and the metrics. Then leadership moves and the other one acts.
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <set>
+
+#include "tidegate/scaler/scaler.h"
+
+namespace tidegate::scaler {
+namespace {
+
+// What the cluster runs: one list, seen by every gateway's actuator.
+struct Fleet {
+  std::vector<ObservedReplica> replicas;
+  int next = 0;
+};
+
+class SharedFleetActuator final : public Actuator {
+ public:
+  SharedFleetActuator(Fleet& fleet, int& starts, int& stops) : fleet_(fleet), starts_(starts), stops_(stops) {}
+  std::string_view kind() const override { return "shared"; }
+  bool elastic() const override { return true; }
+  bool start(bool) override {
+    ++starts_;
+    const int n = ++fleet_.next;
+    fleet_.replicas.push_back({"pod" + std::to_string(n), {"10.0.0." + std::to_string(n), 8000}, true, false, {}});
+    return true;
+  }
+  void stop(const std::string& id) override {
+    ++stops_;
+    std::erase_if(fleet_.replicas, [&](const ObservedReplica& r) { return r.id == id; });
+  }
+  PoolObservation observe() override { return {fleet_.replicas, 0}; }
+  ActuatorStats stats() const override { return {}; }
+
+ private:
+  Fleet& fleet_;
+  int& starts_;
+  int& stops_;
+};
+
+class SwitchElector final : public LeaderElector {
+ public:
+  SwitchElector(std::string me, std::string& holder) : me_(std::move(me)), holder_(holder) {}
+  void start() override {}
+  void stop() override {}
+  bool may_actuate() const override { return holder_ == me_; }
+  ElectionStatus status() const override {
+    ElectionStatus s;
+    s.leader = s.may_actuate = may_actuate();
+    s.holder = holder_;
+    s.transitions = transitions;
+    return s;
+  }
+  std::string identity() const override { return me_; }
+  std::uint64_t transitions = 0;
+
+ private:
+  std::string me_;
+  std::string& holder_;
+};
+
+class Routes final : public RoutingTarget, public SignalSource {
+ public:
+  std::set<std::string> routed;
+  std::size_t demand = 0;
+  void activate(const std::string&, const std::string& id, const Endpoint&) override { routed.insert(id); }
+  void drain(const std::string&, const std::string& id, std::function<void()> done) override {
+    routed.erase(id);
+    done();
+  }
+  void remove(const std::string&, const std::string& id) override { routed.erase(id); }
+  GatewaySignals sample(const std::string&) const override {
+    GatewaySignals g;
+    g.queue_depth = demand;
+    return g;
+  }
+};
+
+constexpr const char* kConfig = R"(
+tick: 100ms
+leader_election: {kind: kubernetes, lease_name: gw, lease_duration: 15s, renew_deadline: 10s}
+pools:
+  - model: m
+    actuator: {kind: static}
+    signals: {engine_metrics: false, nvml: false}
+    policy:
+      min_replicas: 1
+      max_replicas: 6
+      targets: {queue_per_replica: 10}
+      stable_window: 1s
+      panic_window: 1s
+      scale_down_stabilization: 0s
+)";
+
+struct Gateway {
+  Routes routes;
+  prometheus::Registry registry;
+  int starts = 0, stops = 0;
+  SwitchElector* elector = nullptr;
+  std::unique_ptr<Scaler> scaler;
+};
+
+struct ScalerElectionTest : ::testing::Test {
+  Fleet fleet;
+  std::string holder = "gw-a";
+  double now = 100;
+  Gateway a, b;
+
+  void SetUp() override {
+    for (const auto& [g, n] : {std::pair<Gateway*, std::string>{&a, "gw-a"}, std::pair<Gateway*, std::string>{&b, "gw-b"}}) {
+      Gateway* gw = g;
+      const std::string name = n;
+      ScalerOptions o;
+      o.clock = [this] { return now; };
+      o.wall_clock = [this] { return 1700000000 + now; };
+      o.make_actuator = [this, gw](const ModelPoolConfig&) {
+        return std::make_unique<SharedFleetActuator>(fleet, gw->starts, gw->stops);
+      };
+      o.make_elector = [this, gw, name](const LeaderElectionConfig& c) {
+        EXPECT_EQ(c.lease_name, "gw");
+        auto e = std::make_unique<SwitchElector>(name, holder);
+        gw->elector = e.get();
+        return e;
+      };
+      gw->scaler = std::make_unique<Scaler>(parse_scaler_config(YAML::Load(kConfig), "scaler"), gw->routes,
+                                            &gw->routes, &gw->registry, o);
+    }
+  }
+  void tick(int n) {
+    for (int i = 0; i < n; ++i, now += 0.5) {
+      a.scaler->tick();
+      b.scaler->tick();
+    }
+  }
+};
+
+std::string metrics(prometheus::Registry& r) { return prometheus::TextSerializer().Serialize(r.Collect()); }
+
+TEST_F(ScalerElectionTest, OnlyTheLeaderActsAndTheFollowerRoutesWhatItRuns) {
+  a.routes.demand = b.routes.demand = 45;  // 5 replicas' worth at 10 per replica
+  tick(8);
+  EXPECT_EQ(fleet.replicas.size(), 5u);
+  EXPECT_EQ(a.starts, 5);
+  EXPECT_EQ(b.starts, 0) << "the follower's starts are withheld";
+  EXPECT_EQ(b.routes.routed.size(), 5u) << "the follower routes every replica the leader runs";
+  EXPECT_EQ(a.routes.routed.size(), 5u);
+
+  const auto sa = a.scaler->admin_state(), sb = b.scaler->admin_state();
+  EXPECT_EQ(sb.at("leader_election").at("role"), "follower");
+  EXPECT_EQ(sb.at("leader_election").at("holder"), "gw-a");
+  EXPECT_EQ(sb.at("leader_election").at("identity"), "gw-b");
+  EXPECT_EQ(sb.at("pools").at(0).at("role"), "follower");
+  EXPECT_EQ(sa.at("leader_election").at("role"), "leader");
+  const auto& follower_decisions = sb.at("pools").at(0).at("changes").as_array();
+  ASSERT_FALSE(follower_decisions.empty()) << "the follower still decides";
+  for (const auto& d : follower_decisions) EXPECT_EQ(d.at("actuated"), false);
+  for (const auto& d : sa.at("pools").at(0).at("changes").as_array()) EXPECT_EQ(d.at("actuated"), true);
+  EXPECT_NE(metrics(a.registry).find("tidegate_scaler_leader{model=\"m\"} 1"), std::string::npos);
+  EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader{model=\"m\"} 0"), std::string::npos);
+}
+
+TEST_F(ScalerElectionTest, AfterATakeoverTheNewLeaderScalesAndTheOldOneNoLonger) {
+  a.routes.demand = b.routes.demand = 45;
+  tick(8);
+  ASSERT_EQ(fleet.replicas.size(), 5u);
+  holder = "gw-b";  // a lost the lease
+  b.elector->transitions = 1;
+  a.elector->transitions = 2;
+  a.routes.demand = b.routes.demand = 15;  // 2 replicas' worth
+  tick(10);
+  EXPECT_EQ(fleet.replicas.size(), 2u);
+  EXPECT_EQ(a.stops, 0) << "the old leader stops nothing";
+  EXPECT_EQ(b.stops, 3);
+  EXPECT_EQ(a.routes.routed.size(), 2u) << "the old leader follows the new one's fleet";
+  EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader_transitions_total{model=\"m\"} 1"), std::string::npos);
+  EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader{model=\"m\"} 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tidegate::scaler
