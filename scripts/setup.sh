@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libboost1.81-all-dev libboost-json1.81-dev prometheus-cpp-dev libyaml-cpp-dev
   libfaiss-dev libopenblas-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
   nginx-light wrk prometheus chromium curl unzip
+  redis-server libhiredis-dev   # shared budgets, rate limits and cache stream between gateways (redis/)
   clang libclang-rt-14-dev   # `make fuzz`: libFuzzer with ASan/UBSan (gcc's libtsan2 serves `make test-tsan`)
 )
 missing=()
