@@ -1,0 +1,194 @@
+"""Three `tidegate` processes with one scaler config over one (fake) Kubernetes cluster: the
+scalers elect a leader through a coordination.k8s.io/v1 Lease; only it patches the Deployment's
+scale, the followers route every pod it runs and keep deciding (not actuated). kill -9 of the
+leader moves the lease within its duration, and the new leader goes on scaling from where the
+old one left off, with no second writer. Pods are real `tidegate-sim` processes on 127.0.0.1."""
+import contextlib
+import os
+import sys
+import time
+
+import httpx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "app_scaler"))
+sys.path.insert(0, HERE)
+from scaler_app import ADMIN, Load, model_yaml, wait_until  # noqa: E402
+from app_harness import keys_yaml  # noqa: E402
+from harness import Gateway  # noqa: E402
+from fake_k8s import FakeCluster  # noqa: E402
+
+LEASE_S, RETRY_S = 3.0, 0.5
+
+
+def scaler_yaml(api):
+    return f"""scaler:
+  tick: 250ms
+  leader_election: {{kind: kubernetes, lease_name: tidegate-scaler, lease_duration: {LEASE_S}s,
+                     renew_deadline: 2s, retry_period: {RETRY_S}s, request_timeout: 1s}}
+  pools:
+    - model: m
+      actuator: {{kind: kubernetes, api_server: "{api}", namespace: ns1, token: t0k3n, deployment: sim,
+                  service: sim, port_name: http, retries: 1, request_timeout: 1s}}
+      lifecycle: {{warm_pool_size: 0, startup_timeout: 30s, drain_timeout: 20s}}
+      signals: {{engine_metrics: true, metrics_path: /metrics, nvml: false}}
+      policy:
+        min_replicas: 1
+        max_replicas: 6
+        targets: {{concurrency_per_replica: 4}}
+        stable_window: 4s
+        panic_window: 1s
+        scale_down_stabilization: 120s
+"""
+
+
+def scaler_state(gw):
+    r = httpx.get(gw.url + "/admin/scaler", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+class Fleet:
+    """The fake cluster (one ready pod to start with) and three gateways on the same config."""
+
+    def __init__(self, env, stack):
+        sim = [env.sim, "--model", "m", "--ttft-ms", "30", "--tpot-ms", "15", "--max-batch", "64", "--echo",
+               "--threads", "1"]
+        self.cluster = FakeCluster(sim, replicas=1)
+        stack.callback(self.cluster.close)
+        self.gws, self.killed = [], set()
+        top = keys_yaml() + scaler_yaml(self.cluster.url)
+        for _ in range(3):
+            gw = Gateway(env.tidegate, model_yaml(), top=top, timeouts="total: 60s, first_byte: 40s")
+            self.cluster.gateway_pids.append(gw.proc.pid)
+            stack.callback(lambda g=gw: g.close() if g.proc.pid not in self.killed else g.proc.wait(timeout=10))
+            self.gws.append(gw)
+
+    def alive(self):
+        return [g for g in self.gws if g.proc.pid not in self.killed]
+
+    def leader(self, timeout):
+        """The one gateway acting, once every live one agrees on who that is."""
+        found = {}
+
+        def agreed():
+            states = {g: scaler_state(g)["leader_election"] for g in self.alive()}
+            leaders = [g for g, s in states.items() if s["role"] == "leader"]
+            if len(leaders) != 1:
+                return False
+            who = states[leaders[0]]["identity"]
+            if not all(s["holder"] == who for s in states.values()):
+                return False
+            found["gw"] = leaders[0]
+            return True
+
+        wait_until(agreed, timeout=timeout, interval=0.1, what="one leader that every gateway names")
+        assert found["gw"].proc.pid == int(scaler_state(found["gw"])["leader_election"]["identity"].rsplit("_", 1)[1])
+        return found["gw"]
+
+    def kill(self, gw):
+        gw.proc.kill()
+        gw.proc.wait(timeout=10)
+        self.killed.add(gw.proc.pid)
+
+    def writers(self, since=0.0):
+        return {pid for t, pid, _, _ in self.cluster.scale_log if t >= since}
+
+
+def routes_every_pod(gw, cluster):
+    pool = scaler_state(gw)["pools"][0]
+    return pool["counts"]["active"] == len(cluster.pods) and pool["role"] in ("leader", "follower")
+
+
+def check_pods_alive(cluster):
+    dead = [(p.name, p.proc.poll()) for p in cluster.pods if p.proc.poll() is not None]
+    assert not dead, f"pods died under the test: {dead}"
+
+
+def check_steps(cluster):
+    """Each scale write moved spec.replicas by one from what its writer had just read: two
+    writers at once would show as a step from a stale read (a lost or doubled update)."""
+    log = cluster.scale_log
+    for i, (_, pid, before, after) in enumerate(log):
+        assert abs(after - before) == 1, f"write {i} from pid {pid}: {before} -> {after}; log {log}"
+
+
+def test_leader_one_scaler_acts(env):
+    with contextlib.ExitStack() as stack:
+        f = Fleet(env, stack)
+        leader = f.leader(timeout=10)
+        followers = [g for g in f.gws if g is not leader]
+        for g in f.gws:
+            wait_until(lambda g=g: routes_every_pod(g, f.cluster), timeout=10, what="every gateway routes the pod")
+        # A burst spread over the three: 12 streams at 4 per replica want 3 replicas.
+        loads = [Load(g, 4, max_tokens=150, deadline_s=30) for g in f.gws]
+        try:
+            wait_until(lambda: f.cluster.replicas >= 3, timeout=20, what="the Deployment scaled to 3")
+            for g in f.gws:
+                wait_until(lambda g=g: routes_every_pod(g, f.cluster), timeout=10, what="every gateway routes all")
+            time.sleep(2)  # room for a second scaler to add its own replicas, were there one
+        finally:
+            for load in loads:
+                load.stop()
+        assert f.writers() == {leader.proc.pid}, f"scale writers {f.writers()}, leader {leader.proc.pid}"
+        check_steps(f.cluster)
+        check_pods_alive(f.cluster)
+        assert f.cluster.replicas <= 4, f"12 streams at 4 per replica scaled to {f.cluster.replicas}"
+        for load in loads:
+            assert load.ok > 0 and not load.failed, load.failed[:3]
+        # The followers decided too (their own view of the burst) and did nothing with it.
+        for g in followers:
+            pool = scaler_state(g)["pools"][0]
+            ups = [d for d in pool["changes"] if d["direction"] == "up"]
+            assert ups and all(d["actuated"] is False for d in ups), pool["changes"][:3]
+            assert g.metric("tidegate_scaler_leader", {"model": "m"}) == 0
+            assert g.metric("tidegate_scaler_actuator_errors_total", {"model": "m"}) == 0
+        assert leader.metric("tidegate_scaler_leader", {"model": "m"}) == 1
+        assert leader.metric("tidegate_scaler_leader_transitions_total", {"model": "m"}) == 1
+        # (Its first ticks ran before it held the lease: those were not actuated either.)
+        ups = [d for d in scaler_state(leader)["pools"][0]["changes"] if d["direction"] == "up"]
+        assert ups and ups[0]["actuated"] is True, ups[:2]
+
+
+def test_leader_kill9_takeover(env):
+    with contextlib.ExitStack() as stack:
+        f = Fleet(env, stack)
+        old = f.leader(timeout=10)
+        loads = {g: Load(g, 2, max_tokens=150, deadline_s=40) for g in f.gws}  # 6 streams: 2 replicas
+        try:
+            wait_until(lambda: f.cluster.replicas >= 2, timeout=20, what="the Deployment scaled to 2")
+            killed_at = time.monotonic()
+            f.kill(old)
+            loads.pop(old).stop()  # its clients now fail fast; the other two gateways' must not
+            new = f.leader(timeout=LEASE_S + 2 * RETRY_S + 3)
+            moved_after = time.monotonic() - killed_at
+            print(f"leadership moved {moved_after:.2f}s after kill -9 (lease {LEASE_S}s, retry {RETRY_S}s)")
+            assert f.cluster.holder() == scaler_state(new)["leader_election"]["identity"]
+            # Last renewal <= one retry before the kill, seen <= one retry later, acquired on the
+            # next round after lease_duration: within lease_duration + 2 retry periods (+ polling).
+            assert moved_after <= LEASE_S + 2 * RETRY_S + 0.5, f"leadership moved after {moved_after:.2f}s"
+            # More load on the two left: 16 streams want 4 replicas; the new leader adds them.
+            more = [Load(g, 6, max_tokens=150, deadline_s=30) for g in f.alive()]
+            try:
+                wait_until(lambda: f.cluster.replicas >= 4, timeout=20, what="the new leader scaled to 4")
+                time.sleep(2)
+            finally:
+                for load in more:
+                    load.stop()
+        finally:
+            for load in loads.values():
+                load.stop()
+        assert f.writers(0) - f.writers(killed_at) == {old.proc.pid}, f.cluster.scale_log
+        assert f.writers(killed_at) == {new.proc.pid}, f"writers after the kill {f.writers(killed_at)}"
+        check_steps(f.cluster)
+        check_pods_alive(f.cluster)
+        assert 4 <= f.cluster.replicas <= 5, f"16 streams at 4 per replica scaled to {f.cluster.replicas}"
+        holders = [h for _, _, h in f.cluster.lease_log]
+        assert holders[-1].endswith(f"_{new.proc.pid}"), holders[-3:]
+        survivors = f.alive()
+        for g in survivors:
+            assert not loads[g].failed and not any(l.failed for l in more), (
+                loads[g].failed[:2], [l.failed[:2] for l in more], f.cluster.scale_log,
+                [(p.name, p.proc.poll()) for p in f.cluster.pods])
+            wait_until(lambda g=g: routes_every_pod(g, f.cluster), timeout=10, what="survivors route every pod")
+        assert new.metric("tidegate_scaler_leader", {"model": "m"}) == 1
