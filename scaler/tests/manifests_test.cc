@@ -115,5 +115,67 @@ TEST(K8sManifests, EmbeddedConfigParsesAndNamesExistingObjects) {
                             active["spec"]["template"]["metadata"]["labels"]));
 }
 
+// The gateway runs as several replicas: the Lease its scalers elect through is granted exactly
+// (get/update on that name, create), a PodDisruptionBudget keeps a quorum, Redis is reachable.
+TEST(K8sManifests, ReplicatedGatewayHasItsLeaseRbacPdbAndRedis) {
+  const auto m = load();
+  const auto cm = m.find("ConfigMap", "tidegate-config");
+  ASSERT_TRUE(cm);
+  const auto root = YAML::Load(cm["data"]["tidegate.yaml"].as<std::string>());
+  const auto cfg = parse_scaler_config(root["scaler"], "scaler");
+  const auto& le = cfg->leader_election;
+  EXPECT_EQ(le.kind, ElectionKind::kKubernetes) << "three replicas need an elected scaler";
+  EXPECT_LT(le.renew_deadline_s, le.lease_duration_s);
+
+  const auto gw = m.find("Deployment", "tidegate");
+  ASSERT_TRUE(gw);
+  const int replicas = gw["spec"]["replicas"].as<int>();
+  EXPECT_EQ(replicas, 3);
+  EXPECT_NE(gw["spec"]["strategy"]["type"].as<std::string>(), "Recreate") << "a rollout keeps gateways up";
+
+  // Lease verbs, exactly: get/update narrowed to the configured name, create (unnameable).
+  std::set<std::string> named, unnamed;
+  for (const auto& rule : m.find("Role", "tidegate-scaler")["rules"]) {
+    bool leases = false;
+    for (const auto& g : rule["apiGroups"])
+      for (const auto& r : rule["resources"])
+        leases = leases || (g.as<std::string>() == "coordination.k8s.io" && r.as<std::string>() == "leases");
+    if (!leases) continue;
+    std::vector<std::string> names;
+    for (const auto& n : rule["resourceNames"]) names.push_back(n.as<std::string>());
+    if (!names.empty()) EXPECT_EQ(names, std::vector<std::string>{le.lease_name}) << "only the configured lease";
+    for (const auto& v : rule["verbs"]) (names.empty() ? unnamed : named).insert(v.as<std::string>());
+  }
+  EXPECT_EQ(named, (std::set<std::string>{"get", "update"}));
+  EXPECT_EQ(unnamed, (std::set<std::string>{"create"}));
+
+  const auto pdb = m.find("PodDisruptionBudget", "tidegate");
+  ASSERT_TRUE(pdb);
+  EXPECT_EQ(pdb["apiVersion"].as<std::string>(), "policy/v1");
+  EXPECT_TRUE(labels_match(pdb["spec"]["selector"]["matchLabels"], gw["spec"]["template"]["metadata"]["labels"]));
+  const int min_available = pdb["spec"]["minAvailable"].as<int>();
+  EXPECT_GE(min_available, 2) << "a quorum of gateways stays up";
+  EXPECT_LT(min_available, replicas) << "or no node could ever be drained";
+
+  // redis.address names a Service in the namespace, on one of its ports, selecting a Deployment.
+  const auto address = root["redis"]["address"].as<std::string>();
+  const auto colon = address.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << address;
+  const auto svc = m.find("Service", address.substr(0, colon));
+  ASSERT_TRUE(svc) << address;
+  bool port_found = false;
+  for (const auto& p : svc["spec"]["ports"]) port_found = port_found || p["port"].as<std::string>() == address.substr(colon + 1);
+  EXPECT_TRUE(port_found) << address;
+  bool selected = false;
+  for (const auto& d : m.by_kind.at("Deployment"))
+    selected = selected || labels_match(svc["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"]);
+  EXPECT_TRUE(selected) << "the redis Service selects no Deployment";
+  EXPECT_EQ(root["redis"]["expected_gateways"].as<int>(), replicas);
+  for (const auto& [kind, docs] : m.by_kind)
+    for (const auto& d : docs)
+      if (kind != "Namespace" && kind != "Kustomization")
+        EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(), "tidegate") << kind;
+}
+
 }  // namespace
 }  // namespace tidegate::scaler
