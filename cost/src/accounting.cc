@@ -18,11 +18,12 @@ std::string budget_error_body(const BudgetDecision& decision) {
 }
 
 std::unique_ptr<CostAccounting> make_cost_accounting(std::shared_ptr<const CostConfig> config,
-                                                     prometheus::Registry& registry) {
-  return std::make_unique<CostAccountingImpl>(std::move(config), registry);
+                                                     prometheus::Registry& registry, std::shared_ptr<SharedSpend> shared) {
+  return std::make_unique<CostAccountingImpl>(std::move(config), registry, std::move(shared));
 }
 
-CostAccountingImpl::CostAccountingImpl(std::shared_ptr<const CostConfig> config, prometheus::Registry& registry)
+CostAccountingImpl::CostAccountingImpl(std::shared_ptr<const CostConfig> config, prometheus::Registry& registry,
+                                       std::shared_ptr<SharedSpend> shared)
     : config_(std::move(config)),
       metrics_(registry, config_->tags),
       ledger_(*this),
@@ -31,6 +32,7 @@ CostAccountingImpl::CostAccountingImpl(std::shared_ptr<const CostConfig> config,
       live_(config_->live_step_s, config_->live_points),
       alerts_(config_->webhook_url, config_->webhook_timeout_s) {
   if (!config_->data_dir.empty()) load_persisted();
+  budgets_.set_shared(std::move(shared));  // after the restore: the store gets what the journal holds
 }
 
 // The snapshot, then every journal record it does not cover; appends then go to a fresh

@@ -20,7 +20,8 @@ inline constexpr const char* kSharedTenant = "(shared)";  // tenant label of idl
 
 class CostAccountingImpl final : public CostAccounting, private AccrualSink {
  public:
-  CostAccountingImpl(std::shared_ptr<const CostConfig> config, prometheus::Registry& registry);
+  CostAccountingImpl(std::shared_ptr<const CostConfig> config, prometheus::Registry& registry,
+                     std::shared_ptr<SharedSpend> shared = nullptr);
   ~CostAccountingImpl() override;
 
   void replica_state(const std::string& replica_id, const std::string& model, const std::string& replica_class,

@@ -101,7 +101,28 @@ std::vector<ScopeRef> Budgets::scopes(const std::string& key_id, const std::stri
 
 std::string Budgets::spend_key(const ScopeRef& ref, double t) const {
   const auto p = config_->budgets[ref.rule].period;
+  // Shared budgets name their period by the store's clock, so gateways with skewed clocks still
+  // agree on when a day ends.
+  if (shared_) t += shared_->clock_offset();
   return ref.scope + "/" + to_string(p) + "/" + period_id(p, t);
+}
+
+void Budgets::set_shared(std::shared_ptr<SharedSpend> shared) {
+  shared_ = std::move(shared);
+  if (shared_)
+    for (const auto& [key, usd] : spend_) shared_->publish(key, usd);
+}
+
+double Budgets::committed(const ScopeRef& ref, double t) const {
+  const auto r = reserved_.find(ref.scope + "/" + to_string(config_->budgets[ref.rule].period));
+  const double reserved = r == reserved_.end() ? 0.0 : r->second;
+  const double own = spend(ref, t);
+  if (!shared_) return own + reserved;
+  const auto v = shared_->view(spend_key(ref, t), own);
+  // Degraded: what this gateway adds since the fleet was last seen counts N times over (its 1/N
+  // share of what was left). Shared: it counts once, on top of the fleet's acknowledged sum.
+  const double n = v.healthy ? 1.0 : static_cast<double>(std::max(1, shared_->expected_gateways()));
+  return std::max(v.fleet.value_or(0.0), own - v.unacked) + n * (v.unacked + reserved);
 }
 
 double Budgets::spend(const ScopeRef& ref, double t) const {
@@ -115,8 +136,7 @@ BudgetDecision Budgets::check(const std::vector<ScopeRef>& refs, double t) const
     const auto& rule = config_->budgets[ref.rule];
     if (rule.hard_usd <= 0) continue;
     const auto period = to_string(rule.period);
-    const auto r = reserved_.find(ref.scope + "/" + period);
-    const double committed = spend(ref, t) + (r == reserved_.end() ? 0.0 : r->second);
+    const double committed = this->committed(ref, t);
     if (committed < rule.hard_usd) continue;
     d.allowed = false;
     d.scope = ref.scope + "/" + period;
@@ -152,6 +172,7 @@ std::vector<BudgetAlert> Budgets::charge(const std::vector<ScopeRef>& refs, doub
     const auto& rule = config_->budgets[ref.rule];
     const auto key = spend_key(ref, t_period);
     const double total = (spend_[key] += usd);
+    if (shared_) shared_->publish(key, total);
     if (charged) charged->keys.push_back(key);
     const auto fire = [&](const char* level, double limit) {
       if (limit <= 0 || total < limit) return;
@@ -166,7 +187,10 @@ std::vector<BudgetAlert> Budgets::charge(const std::vector<ScopeRef>& refs, doub
 }
 
 void Budgets::apply(const std::vector<std::string>& keys, double usd, const std::vector<std::string>& fired) {
-  for (const auto& k : keys) spend_[k] += usd;
+  for (const auto& k : keys) {
+    const double total = (spend_[k] += usd);
+    if (shared_) shared_->publish(k, total);
+  }
   fired_.insert(fired.begin(), fired.end());
 }
 

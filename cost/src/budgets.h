@@ -17,6 +17,7 @@
 
 #include "tidegate/cost/accounting.h"
 #include "tidegate/cost/config.h"
+#include "tidegate/cost/shared_spend.h"
 
 namespace tidegate::cost {
 
@@ -43,6 +44,11 @@ std::string iso8601(double unix_seconds);
 class Budgets final {
  public:
   explicit Budgets(std::shared_ptr<const CostConfig> config) : config_(std::move(config)) {}
+
+  // With several gateways (tidegate/cost/shared_spend.h): checks read the fleet's spend, each
+  // charge publishes this gateway's new total, and periods follow the store's clock. Set once,
+  // before the first check; publishes what was restored from disk (the store may have lost it).
+  void set_shared(std::shared_ptr<SharedSpend> shared);
 
   std::vector<ScopeRef> scopes(const std::string& key_id, const std::string& tenant,
                                const std::map<std::string, std::string>& mapped_tags) const;
@@ -73,11 +79,14 @@ class Budgets final {
 
  private:
   std::string spend_key(const ScopeRef& ref, double t) const;
+  // What the hard limit is compared with: this gateway's view of the scope's spend plus requests in flight.
+  double committed(const ScopeRef& ref, double t) const;
 
   std::shared_ptr<const CostConfig> config_;
   std::map<std::string, double> spend_;  // "tenant:acme/day/2026-11-30" -> usd
   std::set<std::string> fired_;          // spend key + "#soft" / "#hard"
   std::map<std::string, double> reserved_;  // scope/period -> usd of requests in flight
+  std::shared_ptr<SharedSpend> shared_;     // null: this gateway alone
 };
 
 }  // namespace tidegate::cost

@@ -51,6 +51,7 @@ Sections load_sections(const std::string& path) {
   if (present(g.cache)) section("cache", g.cache, [&] { s.cache = cache::parse_cache_config(g.cache, "cache", config_dir(path)); });
   if (present(g.cost)) section("cost", g.cost, [&] { s.cost = cost::parse_cost_config(g.cost, "cost"); });
   if (present(g.scaler)) section("scaler", g.scaler, [&] { s.scaler = scaler::parse_scaler_config(g.scaler, "scaler"); });
+  if (present(g.redis)) section("redis", g.redis, [&] { s.redis = redis::parse_redis_config(g.redis, "redis"); });
   if (s.cost) {
     for (std::size_t mi = 0; mi < g.models.size(); ++mi)
       for (std::size_t ri = 0; ri < g.models[mi].replicas.size(); ++ri) {

@@ -23,6 +23,9 @@
 #include "dashboard_feed.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
+#include "tidegate/cost/shared_spend.h"
+#include "tidegate/redis/client.h"
+#include "tidegate/redis/loop.h"
 
 namespace {
 
@@ -181,9 +184,22 @@ int main(int argc, char** argv) {
     return audits_on ? app::with_audit_key(std::move(g), audit_key.secret()) : g;
   };
   gateway::Gateway gw(with_audits(sections.gateway));
+  // State shared with other gateways (redis: section): its own loop thread, declared before the
+  // components so that it outlives the clients they hold.
+  std::unique_ptr<redis::Loop> redis_loop;
+  std::shared_ptr<redis::Client> redis_client;
+  if (sections.redis) {
+    redis_loop = std::make_unique<redis::Loop>();
+    redis_client = redis::make_client(sections.redis, redis_loop->executor(), &gw.registry());
+    redis_client->start();
+  }
   app::Components c;
   try {
-    if (sections.cost) c.accounting = cost::make_cost_accounting(sections.cost, gw.registry());
+    if (sections.cost)
+      c.accounting = cost::make_cost_accounting(
+          sections.cost, gw.registry(),
+          redis_client ? cost::make_redis_shared_spend(redis_client, sections.redis, sections.cost->data_dir, &gw.registry())
+                       : nullptr);
     if (sections.cache) c.cache = cache::make_semantic_cache(sections.cache, gw.registry());
   } catch (const std::exception& e) {
     log::error("gateway.component_failed", {{"error", e.what()}});

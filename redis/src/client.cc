@@ -102,6 +102,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     });
   }
   Health health() const { return health_.load(); }
+  asio::any_io_executor executor() const { return strand_; }
   void on_health(std::function<void(Health)> f) { listener_ = std::move(f); }
   void start() {
     asio::post(strand_, [self = shared_from_this()] { self->connect(); });
@@ -305,6 +306,7 @@ class Handle final : public Client {
     c_->command(std::move(args), std::move(done), timeout_s);
   }
   Health health() const override { return c_->health(); }
+  asio::any_io_executor executor() const override { return c_->executor(); }
   void on_health(std::function<void(Health)> listener) override { c_->on_health(std::move(listener)); }
   void start() override { c_->start(); }
   void stop() override { c_->stop(); }

@@ -108,8 +108,11 @@ class CostAccounting {
 std::string budget_error_body(const BudgetDecision& decision);
 
 struct CostConfig;
+class SharedSpend;
 std::shared_ptr<const CostConfig> parse_cost_config(const YAML::Node& node, const std::string& path);
+// `shared`: budgets enforced across gateways (tidegate/cost/shared_spend.h); null: this gateway alone.
 std::unique_ptr<CostAccounting> make_cost_accounting(std::shared_ptr<const CostConfig> config,
-                                                     prometheus::Registry& registry);
+                                                     prometheus::Registry& registry,
+                                                     std::shared_ptr<SharedSpend> shared = nullptr);
 
 }  // namespace tidegate::cost

@@ -134,6 +134,7 @@ struct GatewayConfig {
   YAML::Node cache;
   YAML::Node scaler;
   YAML::Node cost;
+  YAML::Node redis;  // state shared by several gateways (redis/)
   std::string source_path;  // file it came from (for reload)
 
   const ModelConfig* find_model(const std::string& name) const;

@@ -51,6 +51,8 @@ class Client {
   // timeout_s < 0: the configured command_timeout (XREAD BLOCK passes a longer one).
   virtual void command(std::vector<std::string> args, Callback done, double timeout_s = -1) = 0;
   virtual Health health() const = 0;
+  // Where callbacks run (a strand): timers of the client's users go here to be serialised with them.
+  virtual boost::asio::any_io_executor executor() const = 0;
   // Called on the client's executor at each health transition (set before start()).
   virtual void on_health(std::function<void(Health)> listener) = 0;
   // Connects (asynchronously). Commands before the connection completes wait in its buffer,
