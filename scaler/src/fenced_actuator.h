@@ -12,8 +12,11 @@ namespace tidegate::scaler {
 
 class FencedActuator final : public Actuator {
  public:
-  FencedActuator(std::unique_ptr<Actuator> inner, std::function<bool()> may_actuate)
-      : inner_(std::move(inner)), may_actuate_(std::move(may_actuate)) {}
+  // `follower_view`, if set, replaces what a follower observes (the leader's published view,
+  // where the replicas are the leader's own processes); the inner actuator is still asked.
+  FencedActuator(std::unique_ptr<Actuator> inner, std::function<bool()> may_actuate,
+                 std::function<PoolObservation()> follower_view = {})
+      : inner_(std::move(inner)), may_actuate_(std::move(may_actuate)), follower_view_(std::move(follower_view)) {}
 
   std::string_view kind() const override { return inner_->kind(); }
   bool elastic() const override { return inner_->elastic(); }
@@ -30,8 +33,10 @@ class FencedActuator final : public Actuator {
   }
   PoolObservation observe() override {
     auto obs = inner_->observe();
+    if (follower_view_ && !may_actuate_()) obs = follower_view_();
     live_ = 0;
     for (const auto& r : obs.replicas) live_ += !r.exited;
+    last_ = obs;
     return obs;
   }
   ActuatorStats stats() const override { return inner_->stats(); }
@@ -40,11 +45,14 @@ class FencedActuator final : public Actuator {
 
   // Replicas the last observe() listed alive: a follower routes all of them.
   int live() const { return live_; }
+  const PoolObservation& last() const { return last_; }
 
  private:
   std::unique_ptr<Actuator> inner_;
   std::function<bool()> may_actuate_;
+  std::function<PoolObservation()> follower_view_;
   int live_ = 0;
+  PoolObservation last_;
 };
 
 }  // namespace tidegate::scaler

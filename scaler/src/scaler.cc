@@ -10,6 +10,7 @@
 #include "fenced_actuator.h"
 #include "http_client.h"
 #include "scaler_metrics.h"
+#include "shared_observation.h"
 #include "tidegate/common/log.h"
 #include "tidegate/scaler/actuators.h"
 
@@ -82,14 +83,19 @@ Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routin
   }
   if (const auto& le = config_->leader_election; le.kind != ElectionKind::kNone)
     elector_ = options_.make_elector ? options_.make_elector(le) : make_leader_elector(le);
+  if (const auto& le = config_->leader_election; elector_ && le.kind == ElectionKind::kFile)
+    shared_ = std::make_unique<SharedObservationFile>(le.lock_file + ".replicas.json",
+                                                      std::max(3.0, 5 * config_->tick_s));
   for (const auto& pc : config_->pools) {
     auto pool = std::make_unique<Pool>();
     pool->config = pc;
     pool->decisions = DecisionLog(config_->decisions_kept);
     pool->actuator = options_.make_actuator(pc);
     if (elector_) {
+      std::function<PoolObservation()> view;
+      if (shared_) view = [this, model = pc.model] { return shared_->read(model, options_.wall_clock()); };
       auto fenced = std::make_unique<FencedActuator>(std::move(pool->actuator),
-                                                     [e = elector_.get()] { return e->may_actuate(); });
+                                                     [e = elector_.get()] { return e->may_actuate(); }, view);
       pool->fenced = fenced.get();
       pool->actuator = std::move(fenced);
     }
@@ -168,6 +174,13 @@ void Scaler::tick() {
       // A bad tick (an actuator's surprise) must not stop scaling of the other pools.
       log::error("scaler.tick_failed", {{"model", p->config.model}, {"error", e.what()}});
     }
+  }
+  if (shared_ && acting()) {
+    std::map<std::string, PoolObservation> by_model;
+    for (const auto& p : pools_) by_model[p->config.model] = p->fenced->last();
+    std::string error;
+    if (!shared_->write(elector_->identity(), options_.wall_clock(), by_model, &error))
+      log::error("scaler.share_failed", {{"path", shared_->path()}, {"error", error}});
   }
 }
 

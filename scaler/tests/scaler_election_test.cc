@@ -7,7 +7,10 @@
 #include <prometheus/text_serializer.h>
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <set>
 
 #include "tidegate/scaler/scaler.h"
@@ -109,27 +112,29 @@ struct Gateway {
 
 struct ScalerElectionTest : ::testing::Test {
   Fleet fleet;
+  Fleet b_own;  // with `own_fleets`: b's processes (a's are `fleet`)
   std::string holder = "gw-a";
   double now = 100;
   Gateway a, b;
 
-  void SetUp() override {
+  void SetUp() override { build(kConfig, false); }
+
+  void build(const std::string& config_text, bool own_fleets) {
     for (const auto& [g, n] : {std::pair<Gateway*, std::string>{&a, "gw-a"}, std::pair<Gateway*, std::string>{&b, "gw-b"}}) {
       Gateway* gw = g;
       const std::string name = n;
       ScalerOptions o;
       o.clock = [this] { return now; };
       o.wall_clock = [this] { return 1700000000 + now; };
-      o.make_actuator = [this, gw](const ModelPoolConfig&) {
-        return std::make_unique<SharedFleetActuator>(fleet, gw->starts, gw->stops);
+      o.make_actuator = [this, gw, own_fleets](const ModelPoolConfig&) {
+        return std::make_unique<SharedFleetActuator>(own_fleets && gw == &b ? b_own : fleet, gw->starts, gw->stops);
       };
-      o.make_elector = [this, gw, name](const LeaderElectionConfig& c) {
-        EXPECT_EQ(c.lease_name, "gw");
+      o.make_elector = [this, gw, name](const LeaderElectionConfig&) {
         auto e = std::make_unique<SwitchElector>(name, holder);
         gw->elector = e.get();
         return e;
       };
-      gw->scaler = std::make_unique<Scaler>(parse_scaler_config(YAML::Load(kConfig), "scaler"), gw->routes,
+      gw->scaler = std::make_unique<Scaler>(parse_scaler_config(YAML::Load(config_text), "scaler"), gw->routes,
                                             &gw->routes, &gw->registry, o);
     }
   }
@@ -181,6 +186,32 @@ TEST_F(ScalerElectionTest, AfterATakeoverTheNewLeaderScalesAndTheOldOneNoLonger)
   EXPECT_EQ(a.routes.routed.size(), 2u) << "the old leader follows the new one's fleet";
   EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader_transitions_total{model=\"m\"} 1"), std::string::npos);
   EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader{model=\"m\"} 1"), std::string::npos);
+}
+
+// kind file: the replicas are each gateway's own processes; the leader publishes its view next
+// to the lock and the follower routes through it, until that view goes stale.
+TEST_F(ScalerElectionTest, WithAFileLockTheFollowerRoutesTheLeadersProcessesThroughItsPublishedView) {
+  const auto lock = std::filesystem::temp_directory_path() / ("tidegate-election-" + std::to_string(::getpid()));
+  a.scaler.reset();
+  b.scaler.reset();
+  std::string text = kConfig;
+  text.replace(text.find("{kind: kubernetes, lease_name: gw,"), 34, "{kind: file, lock_file: \"" + lock.string() + "\",");
+  build(text, true);
+  a.routes.demand = b.routes.demand = 25;  // 3 replicas
+  tick(8);
+  EXPECT_EQ(fleet.replicas.size(), 3u);
+  EXPECT_TRUE(b_own.replicas.empty());
+  EXPECT_EQ(b.starts, 0);
+  EXPECT_EQ(b.routes.routed.size(), 3u);
+  for (const auto& id : a.routes.routed)
+    EXPECT_TRUE(b.routes.routed.count("gw-a/" + id)) << id << ": b routes a's processes, ids qualified by a's name";
+  EXPECT_TRUE(std::filesystem::exists(lock.string() + ".replicas.json"));
+  // a stops publishing (it hangs, or died with its children): the view goes stale after 3 s.
+  holder = "nobody";
+  now += 4;
+  b.scaler->tick();
+  EXPECT_TRUE(b.routes.routed.empty()) << "a stale view routes nothing";
+  std::filesystem::remove(lock.string() + ".replicas.json");
 }
 
 }  // namespace

@@ -6,6 +6,8 @@ old one left off, with no second writer. Pods are real `tidegate-sim` processes 
 import contextlib
 import os
 import sys
+import tempfile
+import threading
 import time
 
 import httpx
@@ -192,3 +194,91 @@ def test_leader_kill9_takeover(env):
                 [(p.name, p.proc.poll()) for p in f.cluster.pods])
             wait_until(lambda g=g: routes_every_pod(g, f.cluster), timeout=10, what="survivors route every pod")
         assert new.metric("tidegate_scaler_leader", {"model": "m"}) == 1
+
+
+def sim_children(pids):
+    """{gateway pid: number of its live `tidegate-sim` children} (ppid from /proc/N/stat)."""
+    out = {pid: 0 for pid in pids}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, ppid = fields[0], int(fields[1])
+        if ppid in out and argv0.endswith(b"tidegate-sim") and state != "Z":
+            out[ppid] += 1
+    return out
+
+
+def test_leader_file_lock(env):
+    """kind: file with the process actuator: three gateways on one host, one lock file. Only the
+    lock holder starts `tidegate-sim` children; the followers route them through the view it
+    publishes. kill -9 of the holder: its children die with it, another gateway takes the lock
+    within a retry period and starts its own; at no time do two live gateways run replicas."""
+    from scaler_app import scaler_yaml as process_scaler_yaml
+    lock_dir = tempfile.mkdtemp(prefix="tidegate-lock-")
+    text = process_scaler_yaml(env.sim, min_r=1, max_r=4, per_replica=4, stabilisation="120s")
+    text = text.replace("  pools:\n", f"  leader_election: {{kind: file, lock_file: \"{lock_dir}/scaler.lock\","
+                                      f" retry_period: 250ms}}\n  pools:\n", 1)
+    with contextlib.ExitStack() as stack:
+        gws, killed = [], set()
+        for _ in range(3):
+            gw = Gateway(env.tidegate, model_yaml(), top=keys_yaml() + text, timeouts="total: 60s, first_byte: 40s")
+            stack.callback(lambda g=gw: g.close() if g.proc.pid not in killed else None)
+            gws.append(gw)
+        seen, stop = [], threading.Event()
+
+        def sample():  # which live gateways have replicas, every 50 ms
+            while not stop.is_set():
+                live = [g.proc.pid for g in gws if g.proc.pid not in killed]
+                seen.append((time.monotonic(), sim_children(live)))
+                time.sleep(0.05)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        stack.callback(lambda: (stop.set(), sampler.join(5)))
+
+        def leader():
+            states = {g: scaler_state(g)["leader_election"] for g in gws if g.proc.pid not in killed}
+            leaders = [g for g, s in states.items() if s["role"] == "leader"]
+            ok = len(leaders) == 1 and all(s["holder"] == states[leaders[0]]["identity"] for s in states.values())
+            return leaders[0] if ok else None
+
+        old = wait_until(leader, timeout=10, interval=0.1, what="one lock holder every gateway names")
+        loads = [Load(g, 4, max_tokens=150, deadline_s=40) for g in gws]  # 12 streams: 3 replicas
+        try:
+            wait_until(lambda: sim_children([old.proc.pid])[old.proc.pid] >= 3, timeout=20, what="3 replicas")
+            for g in gws:  # followers route the holder's processes through its published view
+                wait_until(lambda g=g: scaler_state(g)["pools"][0]["counts"]["active"] >= 3, timeout=10,
+                           what="every gateway routes the holder's replicas")
+            before = [len(l.failed) for l in loads]
+            assert sum(before) == 0, [l.failed[:2] for l in loads]
+            killed_at = time.monotonic()
+            old.proc.kill()
+            old.proc.wait(timeout=10)
+            killed.add(old.proc.pid)
+            loads[gws.index(old)].stop()
+            new = wait_until(leader, timeout=5, interval=0.05, what="a new lock holder")
+            moved_after = time.monotonic() - killed_at
+            print(f"lock moved {moved_after:.2f}s after kill -9 (retry_period 250ms)")
+            assert moved_after <= 2.0, moved_after
+            wait_until(lambda: sim_children([new.proc.pid])[new.proc.pid] >= 1, timeout=15, what="the new holder's replicas")
+            survivors = [l for g, l in zip(gws, loads) if g is not old]
+            ok_then = sum(l.ok for l in survivors)
+            wait_until(lambda: sum(l.ok for l in survivors) > ok_then + 4, timeout=20, what="streams served again")
+        finally:
+            for load in loads:
+                load.stop()
+        stop.set()
+        sampler.join(5)
+        both = [(t, c) for t, c in seen if sum(1 for n in c.values() if n) > 1]
+        assert not both, f"two gateways ran replicas at once: {both[:3]}"
+        most = max(seen, key=lambda tc: sum(tc[1].values()))
+        assert sum(most[1].values()) <= 4, f"more replicas than max_replicas: {most}, killed at {killed_at}"
+        runners = {pid for _, c in seen for pid, n in c.items() if n}
+        assert runners == {old.proc.pid, new.proc.pid}, runners

@@ -47,6 +47,7 @@ struct ScalerOptions {
 };
 
 class ScalerMetrics;
+class SharedObservationFile;
 
 class Scaler final {
  public:
@@ -93,6 +94,7 @@ class Scaler final {
   std::unique_ptr<ScalerMetrics> metrics_;
   std::unique_ptr<NvmlGpuUtil> nvml_;
   std::unique_ptr<LeaderElector> elector_;  // null: no election, this scaler always acts
+  std::unique_ptr<SharedObservationFile> shared_;  // kind file: the leader's replicas for the others
   std::vector<std::unique_ptr<Pool>> pools_;
 
   std::mutex tick_mutex_;            // one tick at a time (thread vs. a direct call)
