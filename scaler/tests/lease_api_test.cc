@@ -146,6 +146,22 @@ TEST_F(LeaseApiTest, ClientSpeaksTheLeaseApiAndVersionsDecideRaces) {
   EXPECT_EQ(b.get().outcome, LeaseCall::Outcome::kError);
 }
 
+TEST_F(LeaseApiTest, AnApiServerThatFailsNeverMakesALeader) {
+  auto c = config("a");
+  std::atomic<int> calls{0};
+  fronts["a"]->server = std::make_unique<FakeHttpServer>([&](const FakeRequest&) {
+    ++calls;
+    return FakeResponse{503, R"({"kind":"Status","code":503})"};
+  });
+  c.api_server = fronts["a"]->server->url();
+  auto a = make_kubernetes_elector(c);
+  a->start();
+  EXPECT_FALSE(watch({a.get()}, 0.6, [&] { return a->may_actuate(); }));
+  EXPECT_GE(calls.load(), 3) << "it keeps trying every retry_period";
+  EXPECT_NE(a->status().last_error.find("HTTP 503"), std::string::npos) << a->status().last_error;
+  EXPECT_FALSE(a->status().leader);
+}
+
 TEST_F(LeaseApiTest, TwoElectorsRacingEndWithOneLeader) {
   for (int round = 0; round < 3; ++round) {
     api.reset();
