@@ -117,12 +117,7 @@ double Budgets::committed(const ScopeRef& ref, double t) const {
   const auto r = reserved_.find(ref.scope + "/" + to_string(config_->budgets[ref.rule].period));
   const double reserved = r == reserved_.end() ? 0.0 : r->second;
   const double own = spend(ref, t);
-  if (!shared_) return own + reserved;
-  const auto v = shared_->view(spend_key(ref, t), own);
-  // Degraded: what this gateway adds since the fleet was last seen counts N times over (its 1/N
-  // share of what was left). Shared: it counts once, on top of the fleet's acknowledged sum.
-  const double n = v.healthy ? 1.0 : static_cast<double>(std::max(1, shared_->expected_gateways()));
-  return std::max(v.fleet.value_or(0.0), own - v.unacked) + n * (v.unacked + reserved);
+  return shared_ ? shared_->committed(spend_key(ref, t), own, reserved) : own + reserved;
 }
 
 double Budgets::spend(const ScopeRef& ref, double t) const {

@@ -1,78 +1,26 @@
-// SharedSpend on Redis (tidegate/cost/shared_spend.h has the model). Runs on the Redis client's
-// strand (its callbacks and the refresh timer); publish() and view() are called by the cost
-// accounting under its own lock and only take this object's lock and post commands.
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
-
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-
-#include <atomic>
-#include <chrono>
-#include <cstdio>
+// SharedSpend on redis::SharedTotals (keys <prefix>:budgets:<scope>/<period>/<id>). The only
+// budget-specific parts: how long a period's key is kept, and a gateway id that survives restarts.
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <random>
 
 #include "tidegate/common/log.h"
 #include "tidegate/cost/shared_spend.h"
-#include "tidegate/redis/client.h"
+#include "tidegate/redis/shared_totals.h"
 
 namespace tidegate::cost {
 namespace {
 
-namespace asio = boost::asio;
-
-// KEYS[1]: hash gateway -> its total; KEYS[2]: the fleet sum. ARGV: gateway id, its total, TTL.
-// A total not above the stored one (a late retry) changes nothing, so publishing is idempotent;
-// after Redis lost its data, each gateway's next publish adds its whole total back.
-constexpr const char* kPublishScript = R"lua(
-local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-local new = tonumber(ARGV[2])
-local sum
-if new > old then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  sum = redis.call('INCRBYFLOAT', KEYS[2], tostring(new - old))
-else
-  sum = redis.call('GET', KEYS[2]) or '0'
-end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return sum
-)lua";
-
 // Keys outlive their period long enough for late reports: 3 days for a day, 62 for a month.
-std::string ttl_for(const std::string& key) { return key.find("/day/") != std::string::npos ? "259200" : "5356800"; }
+long ttl_for(const std::string& key) { return key.find("/day/") != std::string::npos ? 3 * 86400 : 62 * 86400; }
 
-std::string exact(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-double mono_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::string random_id() {
-  std::random_device rd;
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-  return buf;
-}
-
-// Stable across restarts of one gateway (its journal restores the spend it published before).
+// Stable across restarts of one gateway: its journal restores the spend it published before,
+// which must land on the same hash field rather than be counted a second time.
 std::string load_or_create_id(const std::string& dir) {
-  if (dir.empty()) return random_id();
+  if (dir.empty()) return redis::random_gateway_id();
   const auto path = dir + "/gateway_id";
   std::string id;
   if (std::ifstream in(path); in && std::getline(in, id) && !id.empty()) return id;
-  id = random_id();
+  id = redis::random_gateway_id();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::ofstream out(path);
@@ -81,180 +29,17 @@ std::string load_or_create_id(const std::string& dir) {
   return id;
 }
 
-class RedisSpend final : public SharedSpend, public std::enable_shared_from_this<RedisSpend> {
+class RedisSpend final : public SharedSpend {
  public:
-  RedisSpend(std::shared_ptr<redis::Client> client, std::shared_ptr<const redis::RedisConfig> config, std::string id,
-             prometheus::Registry* registry)
-      : client_(std::move(client)), config_(std::move(config)), id_(std::move(id)) {
-    if (!registry) return;
-    degraded_ = &prometheus::BuildGauge().Name("tidegate_budget_shared_degraded")
-                     .Help("1 while budgets are enforced from local state only (Redis unreachable or stale)")
-                     .Register(*registry).Add({});
-    degraded_->Set(1);
-    auto& pub = prometheus::BuildCounter().Name("tidegate_budget_shared_publish_total")
-                    .Help("Publications of this gateway's budget spend to Redis by result").Register(*registry);
-    published_ok_ = &pub.Add({{"result", "ok"}});
-    published_failed_ = &pub.Add({{"result", "failed"}});
+  explicit RedisSpend(std::shared_ptr<redis::SharedTotals> totals) : totals_(std::move(totals)) {}
+  void publish(const std::string& key, double own_total) override { totals_->publish(key, own_total); }
+  double committed(const std::string& key, double own_total, double reserved) override {
+    return totals_->view(key, own_total).effective(own_total, reserved, totals_->expected_gateways());
   }
-
-  void start() {
-    log::info("cost.budget_shared_start", {{"gateway_id", id_}});
-    // The first tick runs on the strand too: everything the timer touches stays on it.
-    asio::post(client_->executor(), [self = shared_from_this()] {
-      self->tick(std::make_shared<asio::steady_timer>(self->client_->executor()));
-    });
-  }
-
-  void publish(const std::string& key, double own_total) override {
-    std::lock_guard lock(mu_);
-    auto& e = entries_[key];
-    e.own = std::max(e.own, own_total);
-    push(key, e);
-  }
-
-  SharedView view(const std::string& key, double own_total) override {
-    std::lock_guard lock(mu_);
-    auto& e = entries_[key];
-    e.own = std::max(e.own, own_total);
-    e.watched_until = mono_now() + 600;  // checked keys are re-read for ten minutes
-    return {e.fleet, std::max(0.0, e.own - e.acked), healthy()};
-  }
-
-  double clock_offset() const override { return offset_.load(); }
-  int expected_gateways() const override { return config_->expected_gateways; }
+  double clock_offset() const override { return totals_->clock_offset(); }
 
  private:
-  struct Entry {
-    double own = 0;        // this gateway's total
-    double acked = 0;      // the part of it Redis acknowledged
-    std::optional<double> fleet;
-    double watched_until = 0;
-    bool in_flight = false;
-    bool repush = false;   // after a reconnect: Redis may have lost it (restart without persistence)
-  };
-
-  // Shared only while Redis answers and the cached sums are fresh; otherwise the 1/N margin.
-  bool healthy() const {
-    const double stale_after = std::max(1.0, 5 * config_->refresh_interval_s);
-    return client_->health() == redis::Health::kUp && mono_now() - last_refresh_ok_ < stale_after;
-  }
-
-  std::string sum_key(const std::string& key) const { return config_->key_prefix + ":spend:" + key; }
-
-  // Under mu_.
-  void push(const std::string& key, Entry& e) {
-    if (e.in_flight || (e.own <= e.acked && !e.repush) || client_->health() != redis::Health::kUp) return;
-    e.in_flight = true;
-    e.repush = false;
-    const double value = e.own;
-    client_->command({"EVAL", kPublishScript, "2", sum_key(key) + ":by", sum_key(key), id_, exact(value), ttl_for(key)},
-                     [weak = weak_from_this(), key, value](redis::Result r) {
-                       if (auto self = weak.lock()) self->pushed(key, value, r);
-                     });
-  }
-
-  void pushed(const std::string& key, double value, const redis::Result& r) {
-    std::lock_guard lock(mu_);
-    auto& e = entries_[key];
-    e.in_flight = false;
-    if (!r.ok()) {
-      if (published_failed_) published_failed_->Increment();
-      return;  // the next refresh retries (the script makes a repeat harmless)
-    }
-    if (published_ok_) published_ok_->Increment();
-    e.acked = std::max(e.acked, value);
-    e.fleet = r.reply.number(e.fleet.value_or(0));
-    push(key, e);  // spend that arrived meanwhile
-  }
-
-  void tick(std::shared_ptr<asio::steady_timer> timer) {
-    note_health();
-    refresh();
-    timer->expires_after(std::chrono::duration_cast<asio::steady_timer::duration>(
-        std::chrono::duration<double>(config_->refresh_interval_s)));
-    timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
-      if (auto self = weak.lock(); self && !ec) self->tick(timer);
-    });
-  }
-
-  // One log line per transition between shared and degraded enforcement.
-  void note_health() {
-    const auto h = client_->health();
-    if (h == redis::Health::kConnecting && !was_up_) return;  // the first connect is still under way
-    const bool up = h == redis::Health::kUp;
-    if (was_up_ && up == *was_up_) return;
-    was_up_ = up;
-    if (up) {
-      std::lock_guard lock(mu_);
-      for (auto& [key, e] : entries_) e.repush = true;
-      log::info("cost.budget_shared", {{"gateway_id", id_}});
-    } else {
-      log::warn("cost.budget_degraded", {{"gateway_id", id_},
-                                        {"expected_gateways", config_->expected_gateways},
-                                        {"why", "redis unreachable: hard budgets enforced locally at 1/N of what remains"}});
-    }
-  }
-
-  void refresh() {
-    if (client_->health() != redis::Health::kUp) return set_degraded();
-    const double sent = wall_now();
-    client_->command({"TIME"}, [weak = weak_from_this(), sent](redis::Result r) {
-      auto self = weak.lock();
-      if (!self || !r.ok() || r.reply.elements.size() != 2) return;
-      const double redis_time = r.reply.elements[0].number() + r.reply.elements[1].number() / 1e6;
-      self->offset_ = redis_time - (sent + wall_now()) / 2;  // the reply's midpoint
-      std::lock_guard lock(self->mu_);
-      self->last_refresh_ok_ = mono_now();
-    });
-    std::vector<std::string> watched;
-    {
-      std::lock_guard lock(mu_);
-      const double now = mono_now();
-      for (auto& [key, e] : entries_) {
-        push(key, e);  // retries and reconnect re-publications (before the read: replies keep order)
-        if (e.watched_until > now) watched.push_back(key);
-      }
-    }
-    if (!watched.empty()) read(std::move(watched));
-    set_degraded();
-  }
-
-  void read(std::vector<std::string> keys) {
-    std::vector<std::string> args{"MGET"};
-    for (const auto& k : keys) args.push_back(sum_key(k));
-    client_->command(std::move(args), [weak = weak_from_this(), keys = std::move(keys)](redis::Result r) {
-      auto self = weak.lock();
-      if (!self || !r.ok() || r.reply.elements.size() != keys.size()) return;
-      std::lock_guard lock(self->mu_);
-      for (std::size_t i = 0; i < keys.size(); ++i) {
-        auto& e = self->entries_[keys[i]];
-        // A key Redis no longer has (expired, or lost in a restart) sums to 0 until republished.
-        e.fleet = r.reply.elements[i].number(0);
-      }
-      self->last_refresh_ok_ = mono_now();
-    });
-  }
-
-  void set_degraded() {
-    bool h;
-    {
-      std::lock_guard lock(mu_);
-      h = healthy();
-    }
-    if (degraded_) degraded_->Set(h ? 0 : 1);
-  }
-
-  std::shared_ptr<redis::Client> client_;
-  std::shared_ptr<const redis::RedisConfig> config_;
-  std::string id_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;
-  double last_refresh_ok_ = -1e9;  // mono_now() of the last answered read
-  std::atomic<double> offset_{0};
-  std::optional<bool> was_up_;  // strand only; empty until the first connect settled
-  prometheus::Gauge* degraded_ = nullptr;
-  prometheus::Counter* published_ok_ = nullptr;
-  prometheus::Counter* published_failed_ = nullptr;
+  std::shared_ptr<redis::SharedTotals> totals_;
 };
 
 }  // namespace
@@ -262,9 +47,11 @@ class RedisSpend final : public SharedSpend, public std::enable_shared_from_this
 std::shared_ptr<SharedSpend> make_redis_shared_spend(std::shared_ptr<redis::Client> client,
                                                      std::shared_ptr<const redis::RedisConfig> config,
                                                      const std::string& data_dir, prometheus::Registry* registry) {
-  auto s = std::make_shared<RedisSpend>(std::move(client), std::move(config), load_or_create_id(data_dir), registry);
-  s->start();
-  return s;
+  redis::SharedTotals::Options o;
+  o.name = "budgets";
+  o.gateway_id = load_or_create_id(data_dir);
+  o.ttl_s = ttl_for;
+  return std::make_shared<RedisSpend>(redis::make_shared_totals(std::move(client), std::move(config), std::move(o), registry));
 }
 
 }  // namespace tidegate::cost

@@ -75,14 +75,14 @@ struct Gateway {
     accounting->request_finished(h, t);
     return true;
   }
-  double degraded() { return testing::metric_sum(registry, "tidegate_budget_shared_degraded"); }
+  double degraded() { return testing::metric_sum(registry, "tidegate_shared_state_degraded"); }
 
   prometheus::Registry registry;
   std::shared_ptr<redis::Client> client;
   std::unique_ptr<CostAccounting> accounting;
 };
 
-std::string fleet_sum(const RedisServer& s) { return s.call({"GET", "tidegate:spend:tenant:acme/day/" + today()}); }
+std::string fleet_sum(const RedisServer& s) { return s.call({"GET", "tidegate:budgets:tenant:acme/day/" + today()}); }
 bool sum_is(const RedisServer& s, double usd) {
   const auto v = fleet_sum(s);
   return !v.empty() && std::abs(std::stod(v) - usd) < 1e-9;

@@ -52,6 +52,8 @@ Sections load_sections(const std::string& path) {
   if (present(g.cost)) section("cost", g.cost, [&] { s.cost = cost::parse_cost_config(g.cost, "cost"); });
   if (present(g.scaler)) section("scaler", g.scaler, [&] { s.scaler = scaler::parse_scaler_config(g.scaler, "scaler"); });
   if (present(g.redis)) section("redis", g.redis, [&] { s.redis = redis::parse_redis_config(g.redis, "redis"); });
+  if (present(g.rate_limits))
+    section("rate_limits", g.rate_limits, [&] { s.rate_limits = ratelimit::parse_rate_limits(g.rate_limits, "rate_limits"); });
   if (s.cost) {
     for (std::size_t mi = 0; mi < g.models.size(); ++mi)
       for (std::size_t ri = 0; ri < g.models[mi].replicas.size(); ++ri) {

@@ -8,6 +8,7 @@
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cost/config.h"
 #include "tidegate/gateway/config.h"
+#include "tidegate/ratelimit/config.h"
 #include "tidegate/redis/config.h"
 #include "tidegate/scaler/config.h"
 
@@ -19,6 +20,7 @@ struct Sections {
   std::shared_ptr<const cost::CostConfig> cost;       // null: no cost: section
   std::shared_ptr<const scaler::ScalerConfig> scaler; // null: no scaler: section
   std::shared_ptr<const redis::RedisConfig> redis;    // null: no redis: section (this gateway alone)
+  std::shared_ptr<const ratelimit::RateLimitConfig> rate_limits;  // null: no rate_limits: section
 };
 
 // Throws only tidegate::ConfigError (key path and line), whatever the file holds.

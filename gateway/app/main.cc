@@ -21,6 +21,7 @@
 #include "config_load.h"
 #include "cost_filter.h"
 #include "dashboard_feed.h"
+#include "rate_limit_filter.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
 #include "tidegate/cost/shared_spend.h"
@@ -210,6 +211,13 @@ int main(int argc, char** argv) {
                                                                      static_cast<std::size_t>(sections.cost->live_points))
                               : std::make_shared<app::DashboardFeed>(5.0, 120);
   gw.add_filter(c.dashboard);
+  if (sections.rate_limits)  // before the cache and the budget: a refused request costs nothing
+    gw.add_filter(std::make_shared<app::RateLimitFilter>(
+        ratelimit::make_rate_limiter(sections.rate_limits,
+                                     redis_client ? ratelimit::make_redis_windows(redis_client, sections.redis, &gw.registry())
+                                                  : nullptr,
+                                     &gw.registry()),
+        app::unix_now));
   std::shared_ptr<app::CostFilter> cost_filter;
   if (c.accounting) {
     cost_filter = std::make_shared<app::CostFilter>(c.accounting, app::unix_now,

@@ -255,7 +255,7 @@ const ModelConfig* GatewayConfig::find_model(const std::string& name) const {
 std::shared_ptr<const GatewayConfig> parse_gateway_config(const YAML::Node& root) {
   if (!root || !root.IsMap()) throw ConfigError("", yaml_line(root), "config must be a YAML mapping");
   yaml_reject_unknown(root, "", {"listen", "threads", "max_retries", "limits", "timeouts", "access_log", "api_keys",
-                                 "admin_key", "auth", "require_admin_key", "models", "cache", "scaler", "cost", "redis"});
+                                 "admin_key", "auth", "require_admin_key", "models", "cache", "scaler", "cost", "redis", "rate_limits"});
   auto c = std::make_shared<GatewayConfig>();
   parse_host_port(yaml_string(root, "listen", "", std::string("127.0.0.1:8080")), "listen", yaml_line(root["listen"]),
                   c->listen_host, c->listen_port);
@@ -286,7 +286,7 @@ std::shared_ptr<const GatewayConfig> parse_gateway_config(const YAML::Node& root
   // nodes' marks, and every error in those sections then said "line 1". Nothing writes to the
   // document after this, so sharing keeps the config as immutable as a copy would.
   for (auto [name, into] : {std::pair{"cache", &c->cache}, std::pair{"scaler", &c->scaler}, std::pair{"cost", &c->cost},
-                            std::pair{"redis", &c->redis}}) {
+                            std::pair{"redis", &c->redis}, std::pair{"rate_limits", &c->rate_limits}}) {
     const YAML::Node section = root[name];
     if (section.IsDefined()) into->reset(section);
   }

@@ -37,6 +37,7 @@ enum class Failure : std::uint8_t {
   kAdminDisabled,
   kInvalidAdminKey,
   kModelNotFound,
+  kRateLimited,  // over a rate_limits: entry (ratelimit/); a filter answers it through gateway::refusal()
   // A request filter threw before it answered (a bug in it: the worker goes on).
   kFilterFailed,
   // Capacity.
@@ -123,6 +124,7 @@ inline constexpr std::array<FailureSpec, static_cast<std::size_t>(Failure::kCoun
       local(F::kAdminDisabled, "admin_disabled", 403, kPermission),
       local(F::kInvalidAdminKey, "invalid_admin_key", 401, kAuth),
       local(F::kModelNotFound, "model_not_found", 404, kInvalid),
+      local(F::kRateLimited, "rate_limit_exceeded", 429, kRate),  // with Retry-After: the end of the window
       local(F::kFilterFailed, "filter_failed", 500, kServer),
       local(F::kNoReadyReplica, "no_ready_replica", 503, kServer),
       local(F::kQueueFull, "queue_full", 429, kRate),  // the client may come back: Retry-After

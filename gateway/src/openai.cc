@@ -1,8 +1,10 @@
 #include "openai.h"
 
 #include "request_scan.h"
+#include "tidegate/gateway/gateway.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tidegate::gateway {
 namespace json = boost::json;
@@ -29,6 +31,20 @@ std::string_view error_type_for_status(int status) {
 ApiError api_error(Failure failure, std::string message, std::string param) {
   const auto& s = spec(failure);
   return ApiError{s.status, std::move(message), std::string(s.type), std::move(param), std::string(s.code), 0, {}, failure};
+}
+
+LocalReply refusal(Refusal why, std::string message, double retry_after_s) {
+  Failure f = Failure::kRateLimited;
+  switch (why) {
+    case Refusal::kRateLimited: f = Failure::kRateLimited; break;
+  }
+  const auto e = api_error(f, std::move(message));
+  LocalReply r;
+  r.status = e.status;
+  r.body = error_body(e);
+  r.reason = e.code;
+  if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(static_cast<long>(std::ceil(retry_after_s))));
+  return r;
 }
 
 namespace {

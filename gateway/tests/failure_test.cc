@@ -8,6 +8,7 @@
 
 #include "failure.h"
 #include "openai.h"
+#include "tidegate/gateway/gateway.h"
 
 namespace tidegate::gateway {
 namespace {
@@ -81,6 +82,20 @@ TEST(FailureTable, RetriesOnlyWhatAnotherReplicaCouldServe) {
   EXPECT_TRUE(spec(Failure::kConnectTimeout).deadline);
   EXPECT_FALSE(spec(Failure::kHeaderTimeout).replies);
   EXPECT_FALSE(spec(Failure::kClientDisconnected).replies);
+}
+
+TEST(FailureTable, AFiltersRateLimitRefusalIsItsRow) {
+  const auto r = refusal(Refusal::kRateLimited, "Rate limit reached for tenant:acme", 12.2);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.reason, "rate_limit_exceeded");  // tidegate_local_replies_total's label
+  const auto body = boost::json::parse(r.body).as_object().at("error").as_object();
+  EXPECT_EQ(body.at("type").as_string(), "rate_limit_error");
+  EXPECT_EQ(body.at("code").as_string(), "rate_limit_exceeded");
+  EXPECT_EQ(body.at("message").as_string(), "Rate limit reached for tenant:acme");
+  ASSERT_EQ(r.headers.size(), 1u);
+  EXPECT_EQ(r.headers[0].first, "Retry-After");
+  EXPECT_EQ(r.headers[0].second, "13");  // rounded up: a client retrying at 12 s would be refused
+  EXPECT_TRUE(refusal(Refusal::kRateLimited, "x").headers.empty());
 }
 
 }  // namespace

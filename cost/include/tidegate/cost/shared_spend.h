@@ -1,21 +1,13 @@
 #pragma once
 // Budget spend shared by several gateways (issue 22), so one hard limit holds for the fleet.
+// Each gateway publishes its own cumulative spend per spend key ("tenant:acme/day/2026-12-03")
+// and the check reads the fleet's sum (redis/include/tidegate/redis/shared_totals.h has the model:
+// idempotent publication, rebuild after Redis lost its data, the 1/N margin while degraded).
 //
-// Each gateway publishes its OWN cumulative spend per spend key ("tenant:acme/day/2026-12-03");
-// the store keeps, per key, every gateway's latest total and the fleet sum. Publishing a total
-// (not an increment) makes a retry after a timeout harmless, and lets the fleet sum be rebuilt
-// from the gateways' local ledgers (their spend journals) when the store lost its data.
-//
-// The hard-limit check never waits on the store: it reads the fleet sum cached locally (refreshed
-// in the background) plus this gateway's spend not yet acknowledged and its requests in flight.
-// Overshoot across gateways is therefore bounded by what is in flight, plus what the others
-// admitted within one refresh interval, not by the number of gateways.
-//
-// Degraded mode: while the store is unreachable a gateway counts its unacknowledged spend and
-// reservations expected_gateways() times over, i.e. it takes its 1/N share of what was left when
-// the store was last seen, so N isolated gateways together still stay within the limit.
+// The check never waits on Redis: the fleet's sum is cached locally and re-read in the background.
+// Overshoot across gateways is bounded by the requests in flight plus what the others admitted
+// within one refresh interval, not by the number of gateways.
 #include <memory>
-#include <optional>
 #include <string>
 
 namespace prometheus {
@@ -29,27 +21,21 @@ struct RedisConfig;
 
 namespace tidegate::cost {
 
-struct SharedView {
-  std::optional<double> fleet;  // fleet sum last read from the store (includes this gateway's acknowledged part)
-  double unacked = 0;           // this gateway's spend on the key the store has not acknowledged yet
-  bool healthy = false;         // false: degraded (local enforcement with the 1/N margin)
-};
-
 // Thread-safe; no call blocks on the network.
 class SharedSpend {
  public:
   virtual ~SharedSpend() = default;
   // This gateway's cumulative spend on `key` is now `own_total` (it only grows).
   virtual void publish(const std::string& key, double own_total) = 0;
-  // What the check needs for `key`; also keeps the key refreshed while it is being checked.
-  virtual SharedView view(const std::string& key, double own_total) = 0;
+  // What the hard limit is compared with for `key`, given this gateway's own total and the
+  // reservations of its requests in flight. Keeps the key refreshed while it is being checked.
+  virtual double committed(const std::string& key, double own_total, double reserved) = 0;
   // Seconds to add to this gateway's clock to get the store's (budget periods follow one clock).
   virtual double clock_offset() const = 0;
-  virtual int expected_gateways() const = 0;
 };
 
-// The Redis store: a Lua script keeps HASH <prefix>:spend:<key>:by (gateway -> total) and the sum in
-// <prefix>:spend:<key>; TIME gives the clock offset. The gateway's id is kept in
+// The Redis store: keys <prefix>:budgets:<key> (the sum) and <prefix>:budgets:<key>:by (per gateway);
+// TIME gives the clock offset. The gateway's id is kept in
 // <data_dir>/gateway_id so a restarted gateway (which restores its spend from its journal) publishes
 // under the same name; without a data_dir it is random per process (and so is its spend).
 // Background refreshes run on `client`'s executor every config.refresh_interval.

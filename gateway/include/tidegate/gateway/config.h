@@ -135,6 +135,7 @@ struct GatewayConfig {
   YAML::Node scaler;
   YAML::Node cost;
   YAML::Node redis;  // state shared by several gateways (redis/)
+  YAML::Node rate_limits;
   std::string source_path;  // file it came from (for reload)
 
   const ModelConfig* find_model(const std::string& name) const;

@@ -38,6 +38,12 @@ struct LocalReply {
   std::string reason;    // counted in tidegate_local_replies_total{reason}; e.g. "cache_hit"
 };
 
+// A refusal a filter answers with, taken from the gateway's failure table (gateway/src/failure.h):
+// the row's status, OpenAI error type and code (also its tidegate_local_replies_total reason),
+// the filter's words, and Retry-After when retry_after_s > 0.
+enum class Refusal { kRateLimited };
+LocalReply refusal(Refusal why, std::string message, double retry_after_s = 0);
+
 struct RequestTimings {
   double total_s = 0;     // request fully read -> response fully written
   double queue_s = 0;     // waiting in the admission queue
