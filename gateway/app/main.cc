@@ -239,8 +239,13 @@ int main(int argc, char** argv) {
                                     ReplicaState state, double) {
       if (accounting) accounting->replica_state(id, model, cls, state, app::unix_now());
     };
-    c.scaler = std::make_shared<scaler::Scaler>(sections.scaler, gw.routing(), &gw.signals(), &gw.registry(),
-                                                std::move(options));
+    try {
+      c.scaler = std::make_shared<scaler::Scaler>(sections.scaler, gw.routing(), &gw.signals(), &gw.registry(),
+                                                  std::move(options));
+    } catch (const std::invalid_argument& e) {  // a setting only checkable here (no API server, lock file)
+      std::cerr << e.what() << "\n";
+      return 2;
+    }
   }
   app::add_admin_routes(gw, c);
 

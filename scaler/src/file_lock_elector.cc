@@ -23,11 +23,11 @@ namespace {
 class FileLockElector final : public LeaderElector {
  public:
   explicit FileLockElector(LeaderElectionConfig c) : config_(std::move(c)) {
-    if (config_.lock_file.empty()) throw std::invalid_argument("leader_election: kind file needs lock_file");
+    if (config_.lock_file.empty()) throw std::invalid_argument("scaler.leader_election.lock_file: required with kind file");
     // CLOEXEC: replicas the process actuator spawns must not inherit (and so keep) the lock.
     fd_ = ::open(config_.lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
-      throw std::invalid_argument("leader_election.lock_file: cannot open '" + config_.lock_file +
+      throw std::invalid_argument("scaler.leader_election.lock_file: cannot open '" + config_.lock_file +
                                   "': " + std::strerror(errno));
   }
   ~FileLockElector() override {

@@ -28,7 +28,7 @@ LeaderElectionConfig resolve_lease_config(LeaderElectionConfig c) {
   if (c.api_server.empty()) c.api_server = in_cluster_api_server();
   if (c.api_server.empty())
     throw std::invalid_argument(
-        "leader_election: no API server (set api_server, or run in a pod with KUBERNETES_SERVICE_HOST)");
+        "scaler.leader_election.api_server: no API server (set it, or run in a pod with KUBERNETES_SERVICE_HOST)");
   if (c.ns.empty()) c.ns = read_trimmed_file(c.namespace_file);
   if (c.ns.empty()) c.ns = "default";
   return c;

@@ -282,3 +282,27 @@ def test_leader_file_lock(env):
         assert sum(most[1].values()) <= 4, f"more replicas than max_replicas: {most}, killed at {killed_at}"
         runners = {pid for _, c in seen for pid, n in c.items() if n}
         assert runners == {old.proc.pid, new.proc.pid}, runners
+
+
+def test_leader_bad_config(env):
+    """Bad leader_election settings stop the gateway at start with the key (and line) named."""
+    from scaler_app import scaler_yaml as process_scaler_yaml
+    base = process_scaler_yaml(env.sim)
+    cases = [
+        ("{kind: kubernetes, lease_duration: 5s, renew_deadline: 5s}",
+         "scaler.leader_election.renew_deadline (line"),
+        ("{kind: file, lock_file: /nonexistent-dir/tidegate/scaler.lock}",
+         "scaler.leader_election.lock_file: cannot open '/nonexistent-dir/tidegate/scaler.lock'"),
+        ("{kind: kubernetes}", "scaler.leader_election.api_server: no API server"),
+    ]
+    for election, expected in cases:
+        text = base.replace("  pools:\n", f"  leader_election: {election}\n  pools:\n", 1)
+        env_before = os.environ.pop("KUBERNETES_SERVICE_HOST", None)
+        try:
+            Gateway(env.tidegate, model_yaml(), top=keys_yaml() + text).close()
+            raise AssertionError(f"{election}: the gateway started")
+        except AssertionError as e:
+            assert "gateway exited" in str(e) and expected in str(e), f"{election}: {str(e)[-600:]}"
+        finally:
+            if env_before is not None:
+                os.environ["KUBERNETES_SERVICE_HOST"] = env_before
