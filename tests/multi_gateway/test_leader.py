@@ -5,6 +5,7 @@ leader moves the lease within its duration, and the new leader goes on scaling f
 old one left off, with no second writer. Pods are real `tidegate-sim` processes on 127.0.0.1."""
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -146,6 +147,11 @@ def test_leader_one_scaler_acts(env):
             assert g.metric("tidegate_scaler_leader", {"model": "m"}) == 0
             assert g.metric("tidegate_scaler_actuator_errors_total", {"model": "m"}) == 0
         assert leader.metric("tidegate_scaler_leader", {"model": "m"}) == 1
+        for g in f.gws:  # the new series keep the exposition promtool-clean
+            text = httpx.get(g.url + "/metrics", timeout=10).text
+            r = subprocess.run([env.promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                               timeout=30)
+            assert r.returncode == 0, r.stdout + r.stderr
         assert leader.metric("tidegate_scaler_leader_transitions_total", {"model": "m"}) == 1
         # (Its first ticks ran before it held the lease: those were not actuated either.)
         ups = [d for d in scaler_state(leader)["pools"][0]["changes"] if d["direction"] == "up"]
