@@ -24,6 +24,7 @@
 #include "rate_limit_filter.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
+#include "tidegate/cache/shared_cache.h"
 #include "tidegate/cost/shared_spend.h"
 #include "tidegate/redis/client.h"
 #include "tidegate/redis/loop.h"
@@ -201,7 +202,14 @@ int main(int argc, char** argv) {
           sections.cost, gw.registry(),
           redis_client ? cost::make_redis_shared_spend(redis_client, sections.redis, sections.cost->data_dir, &gw.registry())
                        : nullptr);
-    if (sections.cache) c.cache = cache::make_semantic_cache(sections.cache, gw.registry());
+    if (sections.cache) {
+      c.cache = cache::make_semantic_cache(sections.cache, gw.registry());
+      if (redis_client) {  // the stream's reader blocks in XREAD: a connection of its own
+        auto reader = redis::make_client(sections.redis, redis_loop->executor(), &gw.registry(), "cache_stream");
+        reader->start();
+        c.cache = cache::make_shared_cache(c.cache, redis_client, std::move(reader), sections.redis, &gw.registry());
+      }
+    }
   } catch (const std::exception& e) {
     log::error("gateway.component_failed", {{"error", e.what()}});
     return 1;

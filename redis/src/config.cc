@@ -32,7 +32,7 @@ std::shared_ptr<const RedisConfig> parse_redis_config(const YAML::Node& node, co
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping (address, key_prefix, ...)");
   yaml_reject_unknown(node, path,
                       {"address", "key_prefix", "command_timeout", "connect_timeout", "reconnect_min",
-                       "reconnect_max", "refresh_interval", "expected_gateways"});
+                       "reconnect_max", "refresh_interval", "expected_gateways", "cache_stream_max_len"});
   auto c = std::make_shared<RedisConfig>();
   parse_address(node, path, *c);
   c->key_prefix = yaml_string(node, "key_prefix", path, c->key_prefix);
@@ -55,6 +55,8 @@ std::shared_ptr<const RedisConfig> parse_redis_config(const YAML::Node& node, co
                       "reconnect_max must not be less than reconnect_min");
   c->refresh_interval_s = positive("refresh_interval", c->refresh_interval_s, 60);
   c->expected_gateways = static_cast<int>(yaml_int(node, "expected_gateways", path, 1, 1, 1000));
+  c->cache_stream_max_len =
+      static_cast<std::size_t>(yaml_int(node, "cache_stream_max_len", path, 10000, 10, 100000000));
   return c;
 }
 

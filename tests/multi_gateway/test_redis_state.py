@@ -5,6 +5,7 @@ in degraded mode (their metrics say so) and, once Redis is back, no committed sp
 import contextlib
 import datetime
 import os
+import signal
 import sys
 import threading
 import time
@@ -14,7 +15,7 @@ import httpx
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "app"))
 sys.path.insert(0, HERE)
-from app_harness import ADMIN, KEYS, keys_yaml  # noqa: E402
+from app_harness import ADMIN, KEYS, cache_yaml, keys_yaml  # noqa: E402
 from harness import Gateway, Sim, model_yaml, wait_until  # noqa: E402
 import redis_server  # noqa: E402
 
@@ -27,14 +28,14 @@ COST = """cost:
 """
 
 
-def redis_yaml(server, refresh="20ms"):
+def redis_yaml(server, refresh="20ms", stream_len=10000):
     return f"""redis: {{address: "{server.address}", command_timeout: 200ms, reconnect_min: 50ms, reconnect_max: 200ms,
-        refresh_interval: {refresh}, expected_gateways: 3}}
+        refresh_interval: {refresh}, expected_gateways: 3, cache_stream_max_len: {stream_len}}}
 """
 
 
 @contextlib.contextmanager
-def fleet(env, top_extra, *, refresh="20ms", ttft_ms="5"):
+def fleet(env, top_extra, *, refresh="20ms", ttft_ms="5", stream_len=10000):
     """The Redis, two sims and three gateways on one config; yields (redis, [gateways])."""
     if not redis_server.binary():
         yield None
@@ -46,14 +47,15 @@ def fleet(env, top_extra, *, refresh="20ms", ttft_ms="5"):
                 for _ in range(2)]
         for s in sims:
             stack.callback(s.close)
-        top = keys_yaml() + redis_yaml(server, refresh) + top_extra
+        top = keys_yaml() + redis_yaml(server, refresh, stream_len) + top_extra
         gws = []
         for _ in range(3):
             gw = Gateway(env.tidegate, model_yaml("m", [s.port for s in sims]), top=top)
             stack.callback(gw.close)
             gws.append(gw)
         for gw in gws:
-            wait_until(lambda g=gw: g.metric("tidegate_redis_up") == 1, timeout=10, what="redis up on every gateway")
+            wait_until(lambda g=gw: g.metric("tidegate_redis_up", {"connection": "main"}) == 1, timeout=10,
+                       what="redis up on every gateway")
         yield server, gws
 
 
@@ -154,7 +156,7 @@ def test_redis_killed_degraded_then_no_spend_lost(env):
         for gw in gws:
             wait_until(lambda g=gw: g.metric("tidegate_shared_state_degraded", {"state": "budgets"}) == 1,
                        timeout=10, what="degraded budgets")
-            assert gw.metric("tidegate_redis_up") == 0
+            assert gw.metric("tidegate_redis_up", {"connection": "main"}) == 0
         for i in range(6):
             r = ask(gws[i % 3])
             assert r.status_code == 200, f"a gateway without redis must keep serving: {r.text}"
@@ -166,3 +168,63 @@ def test_redis_killed_degraded_then_no_spend_lost(env):
                        timeout=10, what="shared budgets again")
         wait_until(lambda: abs(fleet_spend(server) - sum(charged)) < 1e-6, timeout=10,
                    what=f"redis to hold all ${sum(charged):.4f} charged (it has ${fleet_spend(server):.4f})")
+
+
+def entries(gw):
+    r = httpx.get(gw.url + "/admin/cache/stats", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["entries"]
+
+
+def within(seconds, pred, what):
+    """pred() true within `seconds` of now (the issue's bound, not stretched for slow builds)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+def test_redis_cache_shared(env):
+    """An answer stored by one gateway is a hit on the other two within a second; an admin
+    invalidation on one gateway empties the others' caches too."""
+    with fleet(env, cache_yaml()) as f:
+        if f is None:
+            return "skip"
+        server, gws = f
+        r = ask(gws[0], content="What is a tidegate?")
+        assert r.status_code == 200 and r.headers["x-tidegate-cache"] == "miss", r.headers
+        within(1.0, lambda: entries(gws[1]) == 1 and entries(gws[2]) == 1, "the insert reached the other gateways")
+        for gw in gws[1:]:
+            hit = ask(gw, content="What is a tidegate?")
+            assert hit.headers["x-tidegate-cache"] == "hit", hit.headers
+            assert hit.json()["choices"][0]["message"]["content"] == r.json()["choices"][0]["message"]["content"]
+            assert gw.metric("tidegate_cache_shared_events_total", {"event": "applied"}) >= 1
+
+        d = httpx.delete(gws[2].url + "/admin/cache?tenant=acme", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+        assert d.status_code == 200, d.text
+        within(1.0, lambda: entries(gws[0]) == 0 and entries(gws[1]) == 0, "the invalidation reached the others")
+        assert ask(gws[0], content="What is a tidegate?").headers["x-tidegate-cache"] == "miss"
+
+
+def test_redis_cache_stream_behind(env):
+    """A gateway stopped (SIGSTOP) while 150 inserts go through a stream trimmed to about 10 comes
+    back, counts and logs the events it missed, and carries on: the next insert is a hit on it."""
+    with fleet(env, cache_yaml(), stream_len=10) as f:
+        if f is None:
+            return "skip"
+        server, gws = f
+        gws[2].signal(signal.SIGSTOP)
+        try:
+            for i in range(150):
+                assert ask(gws[0], content=f"question number {i} about tides").status_code == 200
+        finally:
+            gws[2].signal(signal.SIGCONT)
+        wait_until(lambda: (gws[2].metric("tidegate_cache_shared_events_total", {"event": "missed"}) or 0) > 0,
+                   timeout=10, what="the missed events counted")
+        assert any("cache.shared_stream_behind" in line for line in gws[2].log), "no log line for the gap"
+        r = ask(gws[0], content="a question after the gap")
+        assert r.headers["x-tidegate-cache"] == "miss"
+        within(1.0, lambda: ask(gws[2], content="a question after the gap").headers["x-tidegate-cache"] == "hit",
+               "a hit on the gateway that fell behind")

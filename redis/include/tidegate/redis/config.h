@@ -1,6 +1,7 @@
 #pragma once
 // The `redis:` config section. Absent means every gateway keeps its state alone (budgets, rate
 // limits and cache local), exactly as before Redis support existed.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,8 @@ struct RedisConfig {
   // How many gateways share the limits: while Redis is down each gateway enforces 1/expected_gateways
   // of every hard budget locally, so N isolated gateways together stay within the limit.
   int expected_gateways = 1;
+  // The shared cache's stream (<key_prefix>:cache) is trimmed to about this many events.
+  std::size_t cache_stream_max_len = 10000;
 };
 
 // Parses the `redis:` mapping; throws tidegate::ConfigError naming the key and line.
