@@ -71,4 +71,18 @@ YAML
   [[ $rc == 2 ]] || fail "'$bad': exit $rc, not a config error: $out"
   grep -q "^config: scaler" <<<"$out" || fail "'$bad': error does not name the section: $out"
 done
+# 6. The shared-state sections (issue 22): checked by the binary, named by key and line.
+shared() {
+  printf 'listen: "127.0.0.1:0"\nmodels:\n  - name: llama\n    replicas: []\n%s\n' "$1" >"$tmp/etc/shared.yaml"
+  set +e
+  out=$("$tidegate" --check-config "$tmp/etc/shared.yaml" 2>&1)
+  rc=$?
+  set -e
+}
+shared $'redis: {address: 127.0.0.1:6379}\nrate_limits:\n  - {scope: "key:*", requests_per_minute: 60}'
+[[ $rc == 0 ]] || fail "valid redis and rate_limits sections refused: $out"
+shared $'redis:\n  address: localhost'
+[[ $rc == 2 ]] && grep -q "redis.address" <<<"$out" && grep -q "line 6" <<<"$out" || fail "bad redis address: $out"
+shared $'rate_limits:\n  - {scope: "team:x", requests_per_minute: 1}'
+[[ $rc == 2 ]] && grep -q "rate_limits\[0\].scope" <<<"$out" && grep -q "line 6" <<<"$out" || fail "bad scope: $out"
 echo "ok"
