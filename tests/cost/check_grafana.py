@@ -21,6 +21,8 @@ KNOWN = {
     # the cache's online audits (issue 19)
     "tidegate_cache_audit_false_hit_rate", "tidegate_cache_audit_false_hit_rate_upper",
     "tidegate_cache_max_false_hit_rate", "tidegate_cache_audit_judged", "tidegate_cache_audits_total",
+    # the scaler's leader election (issue 22)
+    "tidegate_scaler_leader",
 }
 HIST = ("_bucket", "_sum", "_count")
 REQUIRED_TITLES = ["requests / s", "p50 / p99", "first token", "cache hit ratio", "saved", "cost by tenant",
