@@ -132,15 +132,18 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   };
   const int c_prefill = for_load(d);
   int base = c_prefill;
+  int base_hard = 0;  // what binds now regardless of the queueing bound: KV, slots, a backlog
   std::string bound = "prefill";
   if (cap.kv_tokens && s.kv_used_tokens && *cap.kv_tokens > 0) {
     const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
+    base_hard = std::max(base_hard, c_kv);
     if (c_kv > base) base = c_kv, bound = "KV";
   }
   if (cap.max_in_flight && *cap.max_in_flight > 0 && s.in_flight) {
     // Requests hold a gateway slot for their whole generation (Little's law: rate x duration);
     // what waits in the queue is the backlog's business, below.
     const int c_slots = ceil_count(*s.in_flight / (*cap.max_in_flight * cap.in_flight_target));
+    base_hard = std::max(base_hard, c_slots);
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
   const auto tiers = usable_tiers(cfg, cold_start_s);
@@ -153,6 +156,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const double arrive_s = tiers.empty() ? cold_start_s : cfg.tiers[tiers.front()].promotion_s;
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
     const int c_backlog = ceil_count(d + backlog_s / std::max(tau, arrive_s));
+    base_hard = std::max(base_hard, c_backlog);
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 
@@ -276,6 +280,25 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     cum -= active - held_now;
     active = held_now;
     out.reason_code = "slo_met";
+  }
+
+  // While it learns, the policy trusts the starting fleet both ways as long as the fleet is
+  // measured to meet the SLO: it does not release it (the prior above), and does not grow past
+  // it on the queueing model's prediction alone, only on what binds now (KV, in-flight slots, a
+  // backlog) or once the TTFT attainment falls short. The model's margin for swings is not yet
+  // calibrated on this workload, and the measurement is quick to turn: the window is as young
+  // as the scaler, so a fleet that is really short shows misses within a few dozen requests.
+  {
+    const int held = in.active + in.starting;
+    const bool measured_ok = out.view.attainment && *out.view.attainment >= cfg.slo.attainment;
+    if (prior && age < learn && measured_ok && active > held && held >= st.initial_capacity && base_hard <= held &&
+        headroom <= 1) {
+      floors += "; not starting " + std::to_string(active - held) + ": learning, the starting " +
+                std::to_string(st.initial_capacity) + " meet the SLO (" + num(*out.view.attainment * 100, 2) + "%)";
+      cum -= active - held;
+      active = held;
+      out.reason_code = "learning";
+    }
   }
 
   // A replica started now serves from a cold start on. Inside a burst that every burst seen

@@ -242,6 +242,39 @@ TEST(WorkModel, LearningHoldsTheStartingFleet) {
   EXPECT_EQ(d.desired, 1) << d.reason;  // the memory has passed
 }
 
+TEST(WorkModel, WhileLearningTheModelAloneDoesNotGrowAFleetMeasuredToMeetTheSlo) {
+  // 26 req/s x 1000 tokens: 2.6 replicas of load, which the queueing bound (half the miss
+  // budget) sizes at more than the starting 3.
+  auto cfg = work_config();
+  cfg.hold_starting_fleet = true;
+  cfg.learn_s = 600;
+  cfg.burst_memory_s = 1800;
+  PolicyState control;
+  Decision d;
+  cfg.hold_starting_fleet = false;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, control, tick(t, 26, 1000, 3));
+  const int model_wants = d.desired;
+  ASSERT_GT(model_wants, 3) << d.reason;
+
+  // Learning, and the measured attainment meets the SLO: the starting fleet holds.
+  cfg.hold_starting_fleet = true;
+  PolicyState met;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, met, tick(t, 26, 1000, 3));
+  EXPECT_EQ(d.desired, 3) << d.reason;
+  EXPECT_EQ(d.reason_code, "learning");
+  EXPECT_NE(d.reason.find("meet the SLO"), std::string::npos) << d.reason;
+
+  // The same, measured short of the SLO: the model's size again (and the SLO loop's headroom).
+  PolicyState short_of;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, short_of, tick(t, 26, 1000, 3, 0.97));
+  EXPECT_GE(d.desired, model_wants) << d.reason;
+
+  // After the learning period the model rules alone.
+  PolicyState later;
+  for (int t = 0; t < 700; ++t) d = decide(cfg, later, tick(t, 26, 1000, 3));
+  EXPECT_EQ(d.desired, model_wants) << d.reason;
+}
+
 TEST(WorkModel, StartingFleetHoldCanBeSwitchedOff) {
   auto cfg = work_config();
   cfg.hold_starting_fleet = true;
