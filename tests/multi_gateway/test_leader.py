@@ -312,3 +312,19 @@ def test_leader_bad_config(env):
         finally:
             if env_before is not None:
                 os.environ["KUBERNETES_SERVICE_HOST"] = env_before
+
+
+def test_leader_k8s_manifest_config(env):
+    """The gateway config in configs/k8s (3 replicas: leader_election, redis, the Kubernetes
+    actuator) passes the real binary's --check-config, so the manifest cannot drift from the
+    loaders (scaler.manifests checks the objects it names)."""
+    lines = open(os.path.join(env.source_root, "configs", "k8s", "tidegate.yaml")).read().splitlines()
+    start = lines.index("  tidegate.yaml: |") + 1
+    end = lines.index("---", start)
+    text = "\n".join(line[4:] for line in lines[start:end]) + "\n"
+    assert "leader_election:" in text and "redis:" in text, text[:400]
+    path = os.path.join(tempfile.mkdtemp(prefix="tidegate-k8s-"), "tidegate.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    r = subprocess.run([env.tidegate, "--check-config", path], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "config ok" in r.stdout, r.stdout + r.stderr
