@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "tidegate/common/log.h"
 #include "tidegate/redis/shared_totals.h"
@@ -24,23 +25,35 @@ namespace {
 
 namespace asio = boost::asio;
 
-// KEYS[1]: hash gateway -> its total; KEYS[2]: the fleet sum. ARGV: gateway id, its total, TTL.
-// A total not above the stored one (a late retry) changes nothing, so publishing is idempotent;
-// after Redis lost its data, each gateway's next publish adds its whole total back.
+// KEYS: pairs of (hash gateway -> its total, the fleet's sum); ARGV: gateway id, then a total and
+// a TTL per pair. A total not above the stored one (a late retry) changes nothing, so publishing
+// is idempotent; after Redis lost its data, each gateway's next publication adds its whole total
+// back. Returns the sums. (One Redis, not Redis Cluster: the keys of a call share no slot.)
 constexpr const char* kPublishScript = R"lua(
-local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-local new = tonumber(ARGV[2])
-local sum
-if new > old then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  sum = redis.call('INCRBYFLOAT', KEYS[2], tostring(new - old))
-else
-  sum = redis.call('GET', KEYS[2]) or '0'
+local id = ARGV[1]
+local sums = {}
+for i = 1, #KEYS / 2 do
+  local by, sum = KEYS[2 * i - 1], KEYS[2 * i]
+  local new = tonumber(ARGV[2 * i])
+  local old = tonumber(redis.call('HGET', by, id) or '0')
+  local s
+  if new > old then
+    redis.call('HSET', by, id, ARGV[2 * i])
+    s = redis.call('INCRBYFLOAT', sum, tostring(new - old))
+  else
+    s = redis.call('GET', sum) or '0'
+  end
+  redis.call('EXPIRE', by, ARGV[2 * i + 1])
+  redis.call('EXPIRE', sum, ARGV[2 * i + 1])
+  sums[i] = s
 end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return sum
+return sums
 )lua";
+
+// Publications wait this long to be batched: under load one call carries every key that changed,
+// instead of one call per request (the fleet reads them every refresh_interval anyway).
+constexpr auto kPublishDelay = std::chrono::milliseconds(5);
+constexpr std::size_t kMaxKeysPerCall = 256;
 
 std::string exact(double v) {
   char buf[40];
@@ -81,7 +94,9 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
     std::lock_guard lock(mu_);
     auto& e = entries_[key];
     e.own = std::max(e.own, own_total);
-    push(key, e);
+    if (e.own <= e.acked) return;
+    dirty_.insert(key);
+    schedule_flush();
   }
 
   TotalsView view(const std::string& key, double own_total) override {
@@ -101,8 +116,6 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
     double acked = 0;      // the part of it Redis acknowledged
     std::optional<double> fleet;
     double watched_until = 0;
-    bool in_flight = false;
-    bool repush = false;   // after a reconnect: Redis may have lost it (restart without persistence)
   };
 
   // Shared only while Redis answers and the cached sums are fresh; otherwise the 1/N margin.
@@ -113,31 +126,63 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
 
   std::string sum_key(const std::string& key) const { return config_->key_prefix + ":" + options_.name + ":" + key; }
 
-  // Under mu_.
-  void push(const std::string& key, Entry& e) {
-    if (e.in_flight || (e.own <= e.acked && !e.repush) || client_->health() != Health::kUp) return;
-    e.in_flight = true;
-    e.repush = false;
-    const double value = e.own;
-    client_->command({"EVAL", kPublishScript, "2", sum_key(key) + ":by", sum_key(key), id_, exact(value),
-                      std::to_string(options_.ttl_s ? options_.ttl_s(key) : 86400)},
-                     [weak = weak_from_this(), key, value](Result r) {
-                       if (auto self = weak.lock()) self->pushed(key, value, r);
-                     });
+  // Under mu_. At most one call per kPublishDelay: under load, one call carries many requests.
+  void schedule_flush() {
+    if (flush_scheduled_) return;
+    flush_scheduled_ = true;
+    auto timer = std::make_shared<asio::steady_timer>(client_->executor(), kPublishDelay);
+    timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->flush();
+    });
   }
 
-  void pushed(const std::string& key, double value, const Result& r) {
-    std::lock_guard lock(mu_);
-    auto& e = entries_[key];
-    e.in_flight = false;
-    if (!r.ok()) {
-      if (published_failed_) published_failed_->Increment();
-      return;  // the next refresh retries (the script makes a repeat harmless)
+  // One call with every key that changed (a batch at a time: later changes wait for it and go
+  // together in the next). On the strand.
+  void flush() {
+    std::vector<std::pair<std::string, double>> batch;
+    std::vector<std::string> args;
+    {
+      std::lock_guard lock(mu_);
+      flush_scheduled_ = false;
+      if (batch_in_flight_ || dirty_.empty() || client_->health() != Health::kUp) return;
+      args = {sha_.empty() ? "EVAL" : "EVALSHA", sha_.empty() ? kPublishScript : sha_, "", id_};
+      std::vector<std::string> values;
+      while (!dirty_.empty() && batch.size() < kMaxKeysPerCall) {
+        const auto key = *dirty_.begin();
+        dirty_.erase(dirty_.begin());
+        const double own = entries_[key].own;
+        batch.emplace_back(key, own);
+        args.insert(args.begin() + 3 + 2 * static_cast<long>(batch.size() - 1), {sum_key(key) + ":by", sum_key(key)});
+        values.push_back(exact(own));
+        values.push_back(std::to_string(options_.ttl_s ? options_.ttl_s(key) : 86400));
+      }
+      args[2] = std::to_string(2 * batch.size());
+      args.insert(args.end(), values.begin(), values.end());
+      batch_in_flight_ = true;
     }
-    if (published_ok_) published_ok_->Increment();
-    e.acked = std::max(e.acked, value);
-    e.fleet = r.reply.number(e.fleet.value_or(0));
-    push(key, e);  // spend that arrived meanwhile
+    client_->command(std::move(args), [weak = weak_from_this(), batch = std::move(batch)](Result r) {
+      if (auto self = weak.lock()) self->flushed(batch, r);
+    });
+  }
+
+  void flushed(const std::vector<std::pair<std::string, double>>& batch, const Result& r) {
+    std::lock_guard lock(mu_);
+    batch_in_flight_ = false;
+    if (r.outcome == Result::Outcome::kReply && r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0)
+      sha_.clear();  // Redis restarted without the script: EVAL it again (the next tick retries)
+    const bool ok = r.ok() && r.reply.elements.size() == batch.size();
+    if (auto* c = ok ? published_ok_ : published_failed_) c->Increment();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      auto& e = entries_[batch[i].first];
+      if (!ok) {
+        dirty_.insert(batch[i].first);  // retried by the next flush (the script makes a repeat harmless)
+        continue;
+      }
+      e.acked = std::max(e.acked, batch[i].second);
+      e.fleet = r.reply.elements[i].number(e.fleet.value_or(0));
+      if (e.own > e.acked) dirty_.insert(batch[i].first);
+    }
+    if (ok && !dirty_.empty()) schedule_flush();  // what arrived while this batch was out
   }
 
   void tick(std::shared_ptr<asio::steady_timer> timer) {
@@ -159,7 +204,10 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
     was_up_ = up;
     if (up) {
       std::lock_guard lock(mu_);
-      for (auto& [key, e] : entries_) e.repush = true;
+      // Redis may have lost everything (a restart without persistence): publish every total again.
+      for (auto& [key, e] : entries_)
+        if (e.own > 0) dirty_.insert(key);
+      sha_.clear();
       log::info("redis.shared_state_restored", {{"state", options_.name}, {"gateway_id", id_}});
     } else {
       log::warn("redis.shared_state_degraded",
@@ -179,17 +227,33 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
       std::lock_guard lock(self->mu_);
       self->last_refresh_ok_ = mono_now();
     });
+    load_script();
+    flush();  // retries and reconnect re-publications, before the read (replies keep their order)
     std::vector<std::string> watched;
     {
       std::lock_guard lock(mu_);
       const double now = mono_now();
-      for (auto& [key, e] : entries_) {
-        push(key, e);  // retries and reconnect re-publications (before the read: replies keep order)
+      for (auto& [key, e] : entries_)
         if (e.watched_until > now) watched.push_back(key);
-      }
     }
     if (!watched.empty()) read(std::move(watched));
     set_degraded();
+  }
+
+  // EVALSHA sends 40 bytes where EVAL sends the whole script with every call.
+  void load_script() {
+    {
+      std::lock_guard lock(mu_);
+      if (!sha_.empty() || loading_script_) return;
+      loading_script_ = true;
+    }
+    client_->command({"SCRIPT", "LOAD", kPublishScript}, [weak = weak_from_this()](Result r) {
+      auto self = weak.lock();
+      if (!self) return;
+      std::lock_guard lock(self->mu_);
+      self->loading_script_ = false;
+      if (r.ok() && r.reply.type == Reply::Type::kString) self->sha_ = r.reply.str;
+    });
   }
 
   void read(std::vector<std::string> keys) {
@@ -223,6 +287,11 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
   std::string id_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
+  std::set<std::string> dirty_;  // keys whose total Redis has not acknowledged
+  bool flush_scheduled_ = false;
+  bool batch_in_flight_ = false;
+  bool loading_script_ = false;
+  std::string sha_;              // of kPublishScript, once SCRIPT LOAD answered
   double last_refresh_ok_ = -1e9;  // mono_now() of the last answered read
   std::atomic<double> offset_{0};
   std::optional<bool> was_up_;  // strand only; empty until the first connect settled
