@@ -62,8 +62,8 @@ struct Gateway {
     rc->expected_gateways = expected;
     client = redis::make_client(rc, loop.executor(), nullptr);
     client->start();
-    accounting = make_cost_accounting(testing::config_from(config_text(hard_usd, data_dir)), registry,
-                                      make_redis_shared_spend(client, rc, data_dir, &registry));
+    const auto cost = testing::config_from(config_text(hard_usd, data_dir));
+    accounting = make_cost_accounting(cost, registry, make_redis_shared_spend(client, rc, *cost, &registry));
   }
   // One $1 request if the budget admits it.
   bool request() {
@@ -76,6 +76,7 @@ struct Gateway {
     return true;
   }
   double degraded() { return testing::metric_sum(registry, "tidegate_shared_state_degraded"); }
+  double disagreement() { return testing::metric_sum(registry, "tidegate_budget_config_disagreement"); }
 
   prometheus::Registry registry;
   std::shared_ptr<redis::Client> client;
@@ -164,6 +165,20 @@ TEST(SharedBudgets, ARestartedGatewayRepublishesUnderItsOwnIdWithoutDoubleCounti
   std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(sum_is(server, 4)) << "the restored $3 was counted twice: " << fleet_sum(server);
   std::filesystem::remove_all(dir);
+}
+
+TEST(SharedBudgets, GatewaysWithDifferentBudgetsAreReported) {
+  TIDEGATE_REQUIRE_REDIS_SERVER();
+  RedisServer server;
+  ASSERT_TRUE(server.start());
+  redis::Loop loop;
+  Gateway a(loop, server, 5), same(loop, server, 5);
+  ASSERT_TRUE(eventually([&] { return a.degraded() == 0 && same.degraded() == 0; }));
+  std::this_thread::sleep_for(1200ms);  // a check each has compared the other's fingerprint
+  EXPECT_EQ(a.disagreement(), 0);
+  EXPECT_EQ(same.disagreement(), 0);
+  Gateway other(loop, server, 6);  // a config rolled out to one replica only
+  EXPECT_TRUE(eventually([&] { return other.disagreement() == 1 && a.disagreement() == 1; }));
 }
 
 }  // namespace

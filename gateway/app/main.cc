@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
     if (sections.cost)
       c.accounting = cost::make_cost_accounting(
           sections.cost, gw.registry(),
-          redis_client ? cost::make_redis_shared_spend(redis_client, sections.redis, sections.cost->data_dir, &gw.registry())
+          redis_client ? cost::make_redis_shared_spend(redis_client, sections.redis, *sections.cost, &gw.registry())
                        : nullptr);
     if (sections.cache) {
       c.cache = cache::make_semantic_cache(sections.cache, gw.registry());

@@ -34,13 +34,16 @@ class SharedSpend {
   virtual double clock_offset() const = 0;
 };
 
+struct CostConfig;
+
 // The Redis store: keys <prefix>:budgets:<key> (the sum) and <prefix>:budgets:<key>:by (per gateway);
-// TIME gives the clock offset. The gateway's id is kept in
-// <data_dir>/gateway_id so a restarted gateway (which restores its spend from its journal) publishes
-// under the same name; without a data_dir it is random per process (and so is its spend).
+// TIME gives the clock offset. The gateway's id is kept in cost.data_dir/gateway_id so a restarted
+// gateway (which restores its spend from its journal) publishes under the same name; without a
+// data_dir it is random per process (and so is its spend). Gateways whose budget rules differ are
+// reported (log cost.budget_config_disagrees, tidegate_budget_config_disagreement).
 // Background refreshes run on `client`'s executor every config.refresh_interval.
 std::shared_ptr<SharedSpend> make_redis_shared_spend(std::shared_ptr<redis::Client> client,
                                                      std::shared_ptr<const redis::RedisConfig> config,
-                                                     const std::string& data_dir, prometheus::Registry* registry);
+                                                     const CostConfig& cost, prometheus::Registry* registry);
 
 }  // namespace tidegate::cost
