@@ -22,6 +22,7 @@
 #include "cost_filter.h"
 #include "dashboard_feed.h"
 #include "rate_limit_filter.h"
+#include "reload_scope.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
 #include "tidegate/cache/shared_cache.h"
@@ -275,6 +276,7 @@ int main(int argc, char** argv) {
   }
   auto housekeeping = std::make_unique<Housekeeping>(c, gw);
 
+  const auto started = gw.config();
   std::thread signals([&] {
     for (;;) {
       const int sig = next_signal();
@@ -284,6 +286,14 @@ int main(int argc, char** argv) {
           auto next = app::load_sections(config_path).gateway;
           gw.reload(with_audits(next));
           if (c.accounting) bill_static_replica_changes(*c.accounting, *before, *next);
+          // Every section was validated above; what the running process cannot apply is named,
+          // against the config those parts were built from at start (not the last reload's).
+          if (const auto later = app::needs_restart(*started, *next); !later.empty()) {
+            boost::json::array keys;
+            for (const auto& k : later) keys.emplace_back(k);
+            log::warn("gateway.reload_needs_restart",
+                      {{"keys", std::move(keys)}, {"note", "these changes take effect at the next restart"}});
+          }
         } catch (const std::exception& e) {
           // A bad edit keeps the running config; the operator sees why. (load_sections() turns what it
           // can into a ConfigError naming the key; anything else still must not end the process.)

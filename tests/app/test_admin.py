@@ -1,9 +1,12 @@
 """Cache admin API, persistence across restarts, fail-open embedder, the real MiniLM embedder."""
+import json
 import os
+import signal
 
 import httpx
 
-from app_harness import App, HangingServer, cache_yaml, chat, expect_hit, post, stream, tempdir, wait_stored
+from app_harness import (App, HangingServer, Sim, cache_yaml, chat, expect_hit, keys_yaml, model_yaml, post, stream,
+                         tempdir, wait_stored, wait_until)
 
 
 def test_admin_cache(env):
@@ -139,3 +142,31 @@ def test_cache_minilm_paraphrase(env):
         r3 = post(c, chat("How do I delete my account?"))
         assert r3.headers["x-tidegate-cache"] == "miss", r3.headers
         assert r3.json()["choices"][0]["message"]["content"].startswith("How do I delete my account?")
+
+
+def test_reload_names_what_needs_a_restart(env):
+    """SIGHUP applies the gateway's own keys and names, in the log, the sections it cannot apply."""
+    extra = Sim(env.sim, "--model", "m", "--echo", "--ttft-ms", "5", "--tpot-ms", "1")
+    try:
+        with App(env) as app:
+            def events(name):
+                return [json.loads(l) for l in app.gw.log if f'"{name}"' in l]
+
+            first = app.sims["m"][0].port
+            # A replica added and the cache threshold changed: the replicas are applied (gateway.it.sighup_reload
+            # covers that), the cache section is named.
+            top = keys_yaml() + cache_yaml().replace("threshold: 0.95", "threshold: 0.9")
+            app.gw.write_config(model_yaml("m", [first, extra.port]), top=top)
+            app.gw.signal(signal.SIGHUP)
+            wait_until(lambda: events("gateway.reload_needs_restart"), timeout=10, what="the restart notice")
+            assert events("gateway.reload_needs_restart")[-1]["keys"] == ["cache"], events("gateway.reload_needs_restart")
+            assert len(events("gateway.reloaded")) == 1
+            # Only the gateway's keys change (the replica goes again): reloaded, nothing to name.
+            app.gw.write_config(model_yaml("m", [first]), top=app._top)
+            app.gw.signal(signal.SIGHUP)
+            wait_until(lambda: len(events("gateway.reloaded")) == 2, timeout=10, what="the second reload")
+            assert len(events("gateway.reload_needs_restart")) == 1
+            with app.client() as c:
+                assert post(c, chat("served after two reloads")).status_code == 200
+    finally:
+        extra.close()
