@@ -37,7 +37,7 @@ class RedisServer:
             try:
                 if self.call("PING") == "PONG":
                     return self
-            except OSError:
+            except (OSError, AssertionError):  # not listening yet, or -LOADING its append-only file
                 pass
             time.sleep(0.02)
         raise AssertionError("redis-server did not answer PING")

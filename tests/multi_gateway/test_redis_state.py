@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "app"))
 sys.path.insert(0, HERE)
 from app_harness import ADMIN, KEYS, cache_yaml, keys_yaml  # noqa: E402
-from harness import Gateway, Sim, model_yaml, wait_until  # noqa: E402
+from harness import SLOWDOWN, Gateway, Sim, model_yaml, wait_until  # noqa: E402
 import redis_server  # noqa: E402
 
 # Replica time at $1 per second, shared by the requests on the replica by their token work.
@@ -118,12 +118,12 @@ def test_redis_rate_limit_shared(env):
             return "skip"
         server, gws = f
         left = 60 - time.time() % 60
-        if left < 8:  # all of it in one minute window
+        if left < 8 * SLOWDOWN:  # all of it in one minute window
             time.sleep(left + 0.1)
         codes = []
         for i in range(6):
             codes.append(ask(gws[i % 3]).status_code)
-            time.sleep(0.1)  # the others have read this gateway's count (refresh 20 ms)
+            time.sleep(0.1 * SLOWDOWN)  # the others have read this gateway's count (refresh 20 ms)
         assert codes == [200] * 6, codes
         for gw in gws:
             r = ask(gw)
@@ -177,8 +177,9 @@ def entries(gw):
 
 
 def within(seconds, pred, what):
-    """pred() true within `seconds` of now (the issue's bound, not stretched for slow builds)."""
-    end = time.monotonic() + seconds
+    """pred() true within `seconds` of now: the issue's bound in a release build (sanitizer builds,
+    several times slower, stretch it by TIDEGATE_TEST_SLOWDOWN like every other wait)."""
+    end = time.monotonic() + seconds * SLOWDOWN
     while time.monotonic() < end:
         if pred():
             return
