@@ -210,6 +210,18 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     HiredisAsio::attach(ac_, strand_);
     redisAsyncSetDisconnectCallback(ac_, &Connection::on_disconnect);
     redisAsyncSetConnectCallback(ac_, &Connection::on_connect);  // after attach: it arms the write wait
+    // AUTH goes first in the pipeline: whatever callers send meanwhile is queued behind it.
+    if (!config_->password.empty())
+      send({"AUTH", config_->password},
+           [self = shared_from_this(), epoch = epoch_](Result r) {
+             if (r.ok()) return self->authenticated(epoch);
+             const auto why = "redis AUTH failed: " + (r.outcome == Result::Outcome::kReply ? r.reply.str : r.error);
+             // Posted: this runs inside hiredis's reply callback, where the context must not be freed.
+             asio::post(self->strand_, [self, epoch, why] {
+               if (epoch == self->epoch_) self->drop(why);
+             });
+           },
+           config_->connect_timeout_s);
     connect_timer_.expires_after(seconds(config_->connect_timeout_s));
     connect_timer_.async_wait([self = shared_from_this(), epoch = epoch_](boost::system::error_code ec) {
       if (!ec && epoch == self->epoch_ && !self->connected_) self->drop("connect timeout");
@@ -225,9 +237,14 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     }
     self->connected_ = true;
     self->connect_timer_.cancel();
-    self->failures_ = 0;
     Metrics::inc(self->metrics_.connects_ok);
-    self->set_health(Health::kUp, "");
+    if (self->config_->password.empty()) self->authenticated(self->epoch_);  // else once AUTH answers OK
+  }
+
+  void authenticated(std::uint64_t epoch) {
+    if (epoch != epoch_ || !connected_) return;
+    failures_ = 0;
+    set_health(Health::kUp, "");
   }
 
   static void on_disconnect(const redisAsyncContext* c, int status) {

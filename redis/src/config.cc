@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "tidegate/common/config_error.h"
 #include "tidegate/redis/config.h"
@@ -32,7 +33,8 @@ std::shared_ptr<const RedisConfig> parse_redis_config(const YAML::Node& node, co
   if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping (address, key_prefix, ...)");
   yaml_reject_unknown(node, path,
                       {"address", "key_prefix", "command_timeout", "connect_timeout", "reconnect_min",
-                       "reconnect_max", "refresh_interval", "expected_gateways", "cache_stream_max_len"});
+                       "reconnect_max", "refresh_interval", "expected_gateways", "cache_stream_max_len",
+                       "password_env"});
   auto c = std::make_shared<RedisConfig>();
   parse_address(node, path, *c);
   c->key_prefix = yaml_string(node, "key_prefix", path, c->key_prefix);
@@ -54,6 +56,14 @@ std::shared_ptr<const RedisConfig> parse_redis_config(const YAML::Node& node, co
     throw ConfigError(path_join(path, "reconnect_max"), yaml_line(node["reconnect_max"]),
                       "reconnect_max must not be less than reconnect_min");
   c->refresh_interval_s = positive("refresh_interval", c->refresh_interval_s, 60);
+  if (node["password_env"]) {
+    const auto name = yaml_string(node, "password_env", path);
+    const char* value = name.empty() ? nullptr : std::getenv(name.c_str());
+    if (!value || !*value)
+      throw ConfigError(path_join(path, "password_env"), yaml_line(node["password_env"]),
+                        "environment variable '" + name + "' is not set (it holds Redis's password)");
+    c->password = value;
+  }
   c->expected_gateways = static_cast<int>(yaml_int(node, "expected_gateways", path, 1, 1, 1000));
   c->cache_stream_max_len =
       static_cast<std::size_t>(yaml_int(node, "cache_stream_max_len", path, 10000, 10, 100000000));

@@ -172,6 +172,29 @@ TEST(RedisClient, StalledServerTimesOutWithinTheBoundAndTheConnectionIsReplaced)
   EXPECT_EQ(run(*client, {"PING"}).reply.str, "PONG");
 }
 
+TEST(RedisClient, AuthenticatesWithThePasswordAndIsDownWithAWrongOne) {
+  TIDEGATE_REQUIRE_REDIS_SERVER();
+  RedisServer server(false, "s3cret");
+  ASSERT_TRUE(server.start());
+  Loop loop;
+  auto good = config_for(server);
+  good->password = "s3cret";
+  auto client = make_client(good, loop.executor(), nullptr);
+  client->start();
+  ASSERT_TRUE(wait_health(*client, Health::kUp));
+  EXPECT_EQ(run(*client, {"SET", "k", "v"}).reply.str, "OK");
+
+  auto bad = config_for(server);
+  bad->password = "wrong";
+  auto refused = make_client(bad, loop.executor(), nullptr);
+  refused->start();
+  EXPECT_TRUE(wait_health(*refused, Health::kDown));
+  std::this_thread::sleep_for(300ms);  // several reconnects with AUTH refused: never up
+  EXPECT_EQ(refused->health(), Health::kDown);
+  const auto r = run(*refused, {"GET", "k"});  // unavailable, or refused (NOAUTH): never the value
+  EXPECT_FALSE(r.ok() && r.reply.str == "v") << r.reply.str;
+}
+
 TEST(RedisClient, StopCompletesCommandsInFlight) {
   TIDEGATE_REQUIRE_REDIS_SERVER();
   Connected c;

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
+
 #include "tidegate/common/config_error.h"
 #include "tidegate/redis/config.h"
 
@@ -46,6 +48,15 @@ TEST(RedisConfig, DefaultsWhenOnlyTheAddressIsGiven) {
   EXPECT_EQ(c->key_prefix, "tidegate");
   EXPECT_DOUBLE_EQ(c->command_timeout_s, 0.05);
   EXPECT_EQ(c->expected_gateways, 1);
+}
+
+TEST(RedisConfig, ThePasswordComesFromTheEnvironment) {
+  ::setenv("TIDEGATE_TEST_REDIS_PASSWORD", "s3cret", 1);
+  EXPECT_EQ(parse("redis:\n  address: a:1\n  password_env: TIDEGATE_TEST_REDIS_PASSWORD\n")->password, "s3cret");
+  ::unsetenv("TIDEGATE_TEST_REDIS_PASSWORD");
+  expect_error("redis:\n  address: a:1\n  password_env: TIDEGATE_TEST_REDIS_PASSWORD\n", "redis.password_env", 3,
+               "'TIDEGATE_TEST_REDIS_PASSWORD' is not set");
+  EXPECT_EQ(parse("redis:\n  address: a:1\n")->password, "");
 }
 
 TEST(RedisConfig, BadValuesNameTheKeyAndLine) {

@@ -32,7 +32,9 @@ class RedisServer final {
   }
 
   // appendonly: every write is logged (appendfsync always) so a SIGKILL loses nothing.
-  explicit RedisServer(bool appendonly = true) : appendonly_(appendonly) {
+  // requirepass: the server refuses clients that do not AUTH with it first.
+  explicit RedisServer(bool appendonly = true, std::string requirepass = "")
+      : appendonly_(appendonly), requirepass_(std::move(requirepass)) {
     char tmpl[] = "/tmp/tidegate-redis-XXXXXX";
     dir_ = ::mkdtemp(tmpl) ? tmpl : "";
     port_ = free_port();
@@ -56,6 +58,7 @@ class RedisServer final {
                                   "--dir", dir_, "--appendonly", appendonly_ ? "yes" : "no",
                                   "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning",
                                   "--logfile", dir_ + "/redis.log"};
+    if (!requirepass_.empty()) args.insert(args.end(), {"--requirepass", requirepass_});
     pid_ = ::fork();
     if (pid_ == 0) {
       // Dies with the test, and does not hold the test's stdout open if the test crashes.
@@ -112,6 +115,8 @@ class RedisServer final {
       return nullptr;
     }
     redisSetTimeout(c, tv);
+    if (!requirepass_.empty())
+      if (auto* r = static_cast<redisReply*>(redisCommand(c, "AUTH %s", requirepass_.c_str()))) freeReplyObject(r);
     return c;
   }
   static int free_port() {
@@ -130,6 +135,7 @@ class RedisServer final {
   }
 
   bool appendonly_;
+  std::string requirepass_;
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -17,6 +17,9 @@ struct RedisConfig {
   std::uint16_t port = 6379;
   // Every key this gateway writes starts with "<key_prefix>:", so several fleets can share one Redis.
   std::string key_prefix = "tidegate";
+  // Sent with AUTH on every connection; read from the environment variable `password_env` names
+  // (a password does not belong in a config file). Empty: no AUTH.
+  std::string password;
   // A command not answered within this time fails (the caller goes on in degraded mode).
   double command_timeout_s = 0.05;
   double connect_timeout_s = 0.5;
