@@ -202,7 +202,8 @@ Budgets::Charged CostAccountingImpl::charge_budgets(const Request& r, double usd
   const auto fired = budgets_.charge(r.scopes, usd, t_period, &charged);
   for (const auto& ref : r.scopes) {
     const auto& rule = config_->budgets[ref.rule];
-    metrics_.budget(ref.scope, to_string(rule.period), budgets_.spend(ref, t_period), rule.soft_usd, rule.hard_usd);
+    metrics_.budget(ref.scope, to_string(rule.period), budgets_.total_spend(ref, t_period), rule.soft_usd,
+                    rule.hard_usd);
   }
   for (const auto& a : fired) {
     metrics_.alert(a.scope, a.level);
@@ -378,8 +379,14 @@ BudgetDecision CostAccountingImpl::check_budget(const RequestLabels& labels, dou
   std::lock_guard lock(mu_);
   note_time(t);
   if (config_->budgets.empty()) return {};
-  const auto d = budgets_.check(describe(labels).scopes, t);
+  const auto scopes = describe(labels).scopes;
+  const auto d = budgets_.check(scopes, t);
   if (!d.allowed) metrics_.refusal(d.scope);
+  if (budgets_.shared())  // the others' spend moves the gauge too, not only this gateway's charges
+    for (const auto& ref : scopes) {
+      const auto& rule = config_->budgets[ref.rule];
+      metrics_.budget(ref.scope, to_string(rule.period), budgets_.total_spend(ref, t), rule.soft_usd, rule.hard_usd);
+    }
   return d;
 }
 

@@ -125,6 +125,11 @@ double Budgets::spend(const ScopeRef& ref, double t) const {
   return it == spend_.end() ? 0.0 : it->second;
 }
 
+double Budgets::total_spend(const ScopeRef& ref, double t) const {
+  const double own = spend(ref, t);
+  return shared_ ? shared_->fleet_total(spend_key(ref, t), own) : own;
+}
+
 BudgetDecision Budgets::check(const std::vector<ScopeRef>& refs, double t) const {
   BudgetDecision d;
   for (const auto& ref : refs) {
@@ -166,8 +171,11 @@ std::vector<BudgetAlert> Budgets::charge(const std::vector<ScopeRef>& refs, doub
   for (const auto& ref : refs) {
     const auto& rule = config_->budgets[ref.rule];
     const auto key = spend_key(ref, t_period);
-    const double total = (spend_[key] += usd);
-    if (shared_) shared_->publish(key, total);
+    const double own = (spend_[key] += usd);
+    if (shared_) shared_->publish(key, own);
+    // Alerts follow the fleet's spend: with three gateways each one's own spend may never reach
+    // a limit the fleet crossed. (Each gateway still alerts once per period from its own view.)
+    const double total = shared_ ? shared_->fleet_total(key, own) : own;
     if (charged) charged->keys.push_back(key);
     const auto fire = [&](const char* level, double limit) {
       if (limit <= 0 || total < limit) return;

@@ -49,6 +49,7 @@ class Budgets final {
   // charge publishes this gateway's new total, and periods follow the store's clock. Set once,
   // before the first check; publishes what was restored from disk (the store may have lost it).
   void set_shared(std::shared_ptr<SharedSpend> shared);
+  bool shared() const { return shared_ != nullptr; }
 
   std::vector<ScopeRef> scopes(const std::string& key_id, const std::string& tenant,
                                const std::map<std::string, std::string>& mapped_tags) const;
@@ -67,6 +68,9 @@ class Budgets final {
                                   Charged* charged = nullptr);
   void apply(const std::vector<std::string>& keys, double usd, const std::vector<std::string>& fired);
   double spend(const ScopeRef& ref, double t) const;
+  // The scope's spend in the period of t: this gateway's, or with shared budgets the fleet's as
+  // far as this gateway knows it. What alerts and the spend gauge report.
+  double total_spend(const ScopeRef& ref, double t) const;
 
   // Snapshot persistence: temp file, fsync, rename, fsync of the directory. to_json() under
   // the caller's lock, write() outside it (fsync is slow). The caller may add its own fields.

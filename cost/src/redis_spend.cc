@@ -139,6 +139,9 @@ class RedisSpend final : public SharedSpend {
   double committed(const std::string& key, double own_total, double reserved) override {
     return totals_->view(key, own_total).effective(own_total, reserved, totals_->expected_gateways());
   }
+  double fleet_total(const std::string& key, double own_total) override {
+    return totals_->view(key, own_total).effective(own_total, 0, 1);  // N = 1: what is known, no margin
+  }
   double clock_offset() const override { return totals_->clock_offset(); }
 
  private:

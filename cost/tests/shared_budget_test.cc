@@ -105,6 +105,14 @@ TEST(SharedBudgets, TwoGatewaysEnforceOneHardLimit) {
   }
   EXPECT_EQ(admitted, 5) << "alone, each gateway would have admitted 5";
   EXPECT_TRUE(sum_is(server, 5)) << fleet_sum(server);
+  // The spend gauge shows the fleet's $5 on both, though each charged only part of it.
+  ASSERT_FALSE(a.request());  // a check refreshes the gauge
+  EXPECT_EQ(testing::metric_sum(a.registry, "tidegate_budget_spend_usd"), 5);
+  EXPECT_EQ(testing::metric_sum(b.registry, "tidegate_budget_spend_usd"), 5);
+  // The hard-limit alert fired, though neither gateway's own spend reached $5.
+  EXPECT_GE(testing::metric_sum(a.registry, "tidegate_budget_alerts_total", "level", "hard") +
+                testing::metric_sum(b.registry, "tidegate_budget_alerts_total", "level", "hard"),
+            1);
 }
 
 TEST(SharedBudgets, RedisDownMeansEachGatewayTakesItsShareOfWhatRemainsAndNothingIsLost) {

@@ -30,6 +30,9 @@ class SharedSpend {
   // What the hard limit is compared with for `key`, given this gateway's own total and the
   // reservations of its requests in flight. Keeps the key refreshed while it is being checked.
   virtual double committed(const std::string& key, double own_total, double reserved) = 0;
+  // The fleet's spend on `key` as this gateway knows it (for alerts and the spend gauge: no
+  // degraded margin in it).
+  virtual double fleet_total(const std::string& key, double own_total) = 0;
   // Seconds to add to this gateway's clock to get the store's (budget periods follow one clock).
   virtual double clock_offset() const = 0;
 };
