@@ -186,10 +186,17 @@ int main(int argc, char** argv) {
   auto with_audits = [&](std::shared_ptr<const gateway::GatewayConfig> g) {
     return audits_on ? app::with_audit_key(std::move(g), audit_key.secret()) : g;
   };
-  gateway::Gateway gw(with_audits(sections.gateway));
-  // State shared with other gateways (redis: section): its own loop thread, declared before the
-  // components so that it outlives the clients they hold.
+  // State shared with other gateways (redis: section) runs on its own loop thread. The loop
+  // outlives the gateway, whose filters hold its clients, and stops before it: its handlers
+  // update the gateway's metrics registry.
   std::unique_ptr<redis::Loop> redis_loop;
+  gateway::Gateway gw(with_audits(sections.gateway));
+  struct StopFirst {
+    std::unique_ptr<redis::Loop>& loop;
+    ~StopFirst() {
+      if (loop) loop->stop();
+    }
+  } stop_redis_before_gateway{redis_loop};
   std::shared_ptr<redis::Client> redis_client;
   if (sections.redis) {
     redis_loop = std::make_unique<redis::Loop>();

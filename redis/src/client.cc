@@ -134,12 +134,13 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     if (!p.done) return;
     auto done = std::move(p.done);
     p.done = nullptr;
+    if (destroying_) return;  // at exit: the callers and the metrics registry may be gone
     switch (r.outcome) {
       case Result::Outcome::kReply: Metrics::inc(r.reply.is_error() ? metrics_.error_reply : metrics_.ok); break;
       case Result::Outcome::kTimeout: Metrics::inc(metrics_.timeout); break;
       case Result::Outcome::kUnavailable: Metrics::inc(metrics_.unavailable); break;
     }
-    if (!destroying_) done(std::move(r));
+    done(std::move(r));
   }
 
   static Result failure(Result::Outcome o, std::string why) {

@@ -14,7 +14,12 @@ namespace tidegate::redis {
 class Loop final {
  public:
   Loop();
-  ~Loop();  // lets queued handlers finish (stop the clients first), then joins
+  // Without stop(): lets queued handlers finish (stop the clients first; bounded), then joins.
+  ~Loop();
+  // Stops running handlers now and joins the thread (idempotent). For a process's exit, before
+  // what the handlers use (the metrics registry) goes: clients destroyed later only queue their
+  // close here, and the Loop's destruction discards it.
+  void stop();
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
 
