@@ -49,9 +49,10 @@ std::string config_text(double hard_usd, const std::string& data_dir = "") {
          (data_dir.empty() ? "" : "data_dir: '" + data_dir + "'\n");
 }
 
-// One gateway's cost accounting publishing to Redis.
+// One gateway's cost accounting publishing to Redis, on its own Redis loop, taken down in the
+// gateway's order: the loop stops before the registry its handlers update goes.
 struct Gateway {
-  Gateway(redis::Loop& loop, const RedisServer& server, double hard_usd, int expected = 1,
+  Gateway(const RedisServer& server, double hard_usd, int expected = 1,
           const std::string& data_dir = "") {
     auto rc = std::make_shared<redis::RedisConfig>();
     rc->port = static_cast<std::uint16_t>(server.port());
@@ -78,6 +79,9 @@ struct Gateway {
   double degraded() { return testing::metric_sum(registry, "tidegate_shared_state_degraded"); }
   double disagreement() { return testing::metric_sum(registry, "tidegate_budget_config_disagreement"); }
 
+  ~Gateway() { loop.stop(); }
+
+  redis::Loop loop;  // first: destroyed last
   prometheus::Registry registry;
   std::shared_ptr<redis::Client> client;
   std::unique_ptr<CostAccounting> accounting;
@@ -93,8 +97,7 @@ TEST(SharedBudgets, TwoGatewaysEnforceOneHardLimit) {
   TIDEGATE_REQUIRE_REDIS_SERVER();
   RedisServer server;
   ASSERT_TRUE(server.start());
-  redis::Loop loop;
-  Gateway a(loop, server, 5), b(loop, server, 5);
+  Gateway a(server, 5), b(server, 5);
   ASSERT_TRUE(eventually([&] { return a.degraded() == 0 && b.degraded() == 0; }));
   int admitted = 0;
   for (int i = 0; i < 10; ++i) {
@@ -119,8 +122,7 @@ TEST(SharedBudgets, RedisDownMeansEachGatewayTakesItsShareOfWhatRemainsAndNothin
   TIDEGATE_REQUIRE_REDIS_SERVER();
   RedisServer server;  // append-only, fsync always
   ASSERT_TRUE(server.start());
-  redis::Loop loop;
-  Gateway a(loop, server, 10, /*expected=*/2);
+  Gateway a(server, 10, /*expected=*/2);
   ASSERT_TRUE(eventually([&] { return a.degraded() == 0; }));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(a.request());
   ASSERT_TRUE(eventually([&] { return sum_is(server, 4); }));
@@ -142,8 +144,7 @@ TEST(SharedBudgets, ARedisThatLostItsDataIsRebuiltFromTheGatewaysLedgers) {
   TIDEGATE_REQUIRE_REDIS_SERVER();
   RedisServer server(/*appendonly=*/false);  // a restart comes back empty
   ASSERT_TRUE(server.start());
-  redis::Loop loop;
-  Gateway a(loop, server, 100), b(loop, server, 100);
+  Gateway a(server, 100), b(server, 100);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.request());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(b.request());
   ASSERT_TRUE(eventually([&] { return sum_is(server, 5); }));
@@ -159,14 +160,13 @@ TEST(SharedBudgets, ARestartedGatewayRepublishesUnderItsOwnIdWithoutDoubleCounti
   ASSERT_TRUE(server.start());
   const auto dir = std::filesystem::temp_directory_path() / ("tidegate-shared-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  redis::Loop loop;
   {
-    Gateway a(loop, server, 100, 1, dir.string());
+    Gateway a(server, 100, 1, dir.string());
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.request());
     ASSERT_TRUE(eventually([&] { return sum_is(server, 3); }));
     a.accounting->flush();
   }
-  Gateway again(loop, server, 100, 1, dir.string());
+  Gateway again(server, 100, 1, dir.string());
   ASSERT_TRUE(eventually([&] { return again.degraded() == 0; }));
   ASSERT_TRUE(again.request());
   EXPECT_TRUE(eventually([&] { return sum_is(server, 4); })) << fleet_sum(server);
@@ -179,13 +179,12 @@ TEST(SharedBudgets, GatewaysWithDifferentBudgetsAreReported) {
   TIDEGATE_REQUIRE_REDIS_SERVER();
   RedisServer server;
   ASSERT_TRUE(server.start());
-  redis::Loop loop;
-  Gateway a(loop, server, 5), same(loop, server, 5);
+  Gateway a(server, 5), same(server, 5);
   ASSERT_TRUE(eventually([&] { return a.degraded() == 0 && same.degraded() == 0; }));
   std::this_thread::sleep_for(1200ms);  // a check each has compared the other's fingerprint
   EXPECT_EQ(a.disagreement(), 0);
   EXPECT_EQ(same.disagreement(), 0);
-  Gateway other(loop, server, 6);  // a config rolled out to one replica only
+  Gateway other(server, 6);  // a config rolled out to one replica only
   EXPECT_TRUE(eventually([&] { return other.disagreement() == 1 && a.disagreement() == 1; }));
 }
 
