@@ -30,7 +30,10 @@ class RedisServer:
     def start(self):
         self.proc = subprocess.Popen(
             [binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", self.dir,
-             "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning"],
+             "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning",
+             # Streams in nodes of 16 entries (default 100): MAXLEN ~ trims whole nodes, so a test
+             # trims a stream with tens of events rather than hundreds.
+             "--stream-node-max-entries", "16"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         end = time.monotonic() + 10
         while time.monotonic() < end:
