@@ -6,6 +6,7 @@
 
 #include "buckets.h"
 #include "tidegate/common/json_text.h"
+#include "tidegate/common/openai_error.h"
 
 namespace tidegate::cost {
 using common::format_decimal;
@@ -101,7 +102,7 @@ std::pair<std::string, std::string> render_report(const Buckets& buckets, const 
                                                   const std::string& format) {
   const auto error = [](const std::string& msg) {
     return std::pair<std::string, std::string>{
-        to_json_text(boost::json::object{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}),
+        common::openai_error_body(msg, "invalid_request_error", "invalid_value"),
         "application/json"};
   };
   if (by != "tenant" && by != "model" && by != "tag") return error("by must be tenant, model or tag");

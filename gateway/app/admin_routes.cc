@@ -7,6 +7,7 @@
 
 #include "tidegate/cost/dashboard_assets.h"
 #include "tidegate/common/json_text.h"
+#include "tidegate/common/openai_error.h"
 
 namespace tidegate::app {
 namespace {
@@ -23,9 +24,11 @@ LocalReply json_reply(int status, const boost::json::value& v) {
 }
 
 LocalReply error_reply(int status, const std::string& message, const std::string& code) {
-  return json_reply(status, boost::json::object{
-                                {"error",
-                                 {{"message", message}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", code}}}});
+  LocalReply r;
+  r.status = status;
+  r.body = common::openai_error_body(message, "invalid_request_error", code);
+  r.reason = "admin";
+  return r;
 }
 
 std::optional<double> number(const std::map<std::string, std::string>& q, const std::string& key, bool* bad) {

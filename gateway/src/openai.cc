@@ -1,6 +1,7 @@
 #include "openai.h"
 
 #include "request_scan.h"
+#include "tidegate/common/openai_error.h"
 #include "tidegate/gateway/gateway.h"
 
 #include <algorithm>
@@ -9,16 +10,7 @@
 namespace tidegate::gateway {
 namespace json = boost::json;
 
-std::string error_body(const ApiError& e) {
-  json::object err;
-  err["message"] = e.message;
-  err["type"] = e.type;
-  err["param"] = e.param.empty() ? json::value(nullptr) : json::value(e.param);
-  err["code"] = e.code.empty() ? json::value(nullptr) : json::value(e.code);
-  json::object root;
-  root["error"] = std::move(err);
-  return json::serialize(root);
-}
+std::string error_body(const ApiError& e) { return common::openai_error_body(e.message, e.type, e.code, e.param); }
 
 std::string_view error_type_for_status(int status) {
   if (status == 401) return "authentication_error";
