@@ -230,7 +230,8 @@ void CostAccountingImpl::replica_state(const std::string& replica_id, const std:
   if (cls.empty())
     if (const auto it = config_->model_classes.find(model); it != config_->model_classes.end()) cls = it->second;
   const auto cit = config_->replica_classes.find(cls);
-  if (cit == config_->replica_classes.end()) metrics_.event("unknown_replica_class");  // tracked at price 0
+  // Tracked at price 0; an API model's endpoint has no class to know (its calls are priced per token).
+  if (cit == config_->replica_classes.end() && !config_->api_models.count(model)) metrics_.event("unknown_replica_class");
   const auto previous =
       ledger_.set_state(replica_id, model, cls, cit == config_->replica_classes.end() ? kFree : cit->second.usd_per_second,
                         state, t);
@@ -255,10 +256,13 @@ std::uint64_t CostAccountingImpl::request_started(const RequestLabels& labels, c
   const auto handle = ++next_handle_;
   Request r = describe(labels);
   r.t_start = t;
-  if (ledger_.start(handle, replica_id, t)) {
-    r.billing = Billing::kReplica;
-  } else if (config_->api_models.count(labels.model)) {
+  // A model in api_models is priced per token whatever serves it: the gateway also lists its
+  // endpoint as a replica (registered at price 0), and billing that replica's time first made
+  // every call to a paid API cost $0 while its cache hits still saved the list price.
+  if (config_->api_models.count(labels.model)) {
     r.billing = Billing::kApi;
+  } else if (ledger_.start(handle, replica_id, t)) {
+    r.billing = Billing::kReplica;
   } else {
     metrics_.event("unknown_replica");  // served, but nobody told us what that replica costs
   }

@@ -44,6 +44,27 @@ TEST_F(Attribution, ConcurrentStreamsShareByTokenWork) {
   EXPECT_DOUBLE_EQ(metric_sum(registry, "tidegate_tokens_total", "type", "completion"), 400);
 }
 
+TEST(ApiModels, AreBilledPerTokenEvenWhenTheGatewayListsTheirEndpointAsAReplica) {
+  prometheus::Registry registry;
+  auto acc = make_cost_accounting(testing::config_from(R"(
+replica_classes: {h100: {usd_per_hour: 3600}}
+models: {llama: h100}
+api_models:
+  hosted: {input_usd_per_1m: 2.5, output_usd_per_1m: 10}
+)"),
+                                  registry);
+  // What the gateway does for every replica its config lists, the API endpoint included.
+  acc->replica_state("api-endpoint", "hosted", "", ReplicaState::kActive, 0);
+  RequestLabels labels;
+  labels.model = "hosted";
+  labels.tenant = "acme";
+  const auto h = acc->request_started(labels, "api-endpoint", 1);
+  acc->request_progress(h, 1000, 100, 2);
+  EXPECT_NEAR(acc->request_finished(h, 2), (1000 * 2.5 + 100 * 10) / 1e6, 1e-12);
+  EXPECT_NEAR(metric_sum(registry, "tidegate_cost_usd_total", "tenant", "acme"), 0.0035, 1e-12);
+  EXPECT_EQ(metric_sum(registry, "tidegate_cost_events_total", "reason", "unknown_replica_class"), 0);
+}
+
 TEST_F(Attribution, CachedPromptTokensArePricedLower) {
   // Two requests in one segment with the same prompt and answer; b's engine found 900 of its
   // 1000 prompt tokens in its prefix cache. Work: a = 1000 + 4*50 = 1200, b = 100 + 900*0.1 +
