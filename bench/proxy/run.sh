@@ -26,28 +26,13 @@ HERE=bench/proxy
 PY=python3
 [[ -x .venv/bin/python ]] && PY=.venv/bin/python
 
-log() { echo "bench/proxy: $*" >&2; }
-die() { log "$*"; exit 1; }
+BENCH_NAME=proxy
+source bench/lib.sh  # log, die, WORK, PIDS (stopped at exit), wait_http, cpu_ns
 
 command -v wrk >/dev/null || die "wrk not installed (scripts/setup.sh installs it)"
 [[ -x $SIM_BIN ]] || die "$SIM_BIN missing: build it first (make, or cmake --build $BUILD --target tidegate-sim)"
 
-WORK=$(mktemp -d /tmp/tidegate-bench-proxy.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_http() {  # url, seconds
-  local deadline=$((SECONDS + $2))
-  until curl -fsS -o /dev/null "$1" 2>/dev/null; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.1
-  done
-}
 
 for p in $SIM_PORT $GATEWAY_PORT $NGINX_PORT; do
   port_busy "$p" && die "port $p is already in use on 127.0.0.1; stop whatever holds it"
@@ -96,17 +81,6 @@ else
   fi
 fi
 
-# CPU time in ns of processes and all their threads, from schedstat: exact, where
-# /proc/PID/stat counts 10 ms ticks.
-cpu_ns() {
-  local total=0 f v
-  for p in "$@"; do
-    for f in /proc/"$p"/task/*/schedstat; do
-      read -r v _ 2>/dev/null <"$f" && total=$((total + v))
-    done
-  done
-  echo "$total"
-}
 busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat; }
 
 # Besides wrk's figures, each slice records the CPU the proxy, the simulator and the whole

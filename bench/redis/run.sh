@@ -17,29 +17,12 @@ ROUNDS=${ROUNDS:-5}
 CONNECTIONS=${CONNECTIONS:-16}
 WRK_THREADS=${WRK_THREADS:-1}
 LUA=bench/proxy/chat.lua
-log() { echo "bench/redis: $*" >&2; }
-die() { log "$*"; exit 1; }
+BENCH_NAME=redis
+source bench/lib.sh  # log, die, WORK, PIDS (stopped at exit), wait_http, free_port, cpu_ns
 command -v wrk >/dev/null || die "wrk not installed (scripts/setup.sh installs it)"
 command -v redis-server >/dev/null || die "redis-server not installed (scripts/setup.sh installs it)"
 for b in tidegate tidegate-sim; do [[ -x $BUILD/bin/$b ]] || die "$BUILD/bin/$b missing: build it first"; done
 
-WORK=$(mktemp -d /tmp/tidegate-bench-redis.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {
-  local deadline=$((SECONDS + $2))
-  until curl -fsS -o /dev/null "$1" 2>/dev/null; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
-}
-cpu_ns() {  # CPU ns of a process and its threads (schedstat: exact, not 10 ms ticks)
-  local total=0 f v
-  for f in /proc/"$1"/task/*/schedstat; do read -r v _ 2>/dev/null <"$f" && total=$((total + v)); done
-  echo "$total"
-}
 
 REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync everysec \

@@ -14,27 +14,11 @@ ROUNDS=${ROUNDS:-5}
 SLICE=${SLICE:-4}
 CONNECTIONS=${CONNECTIONS:-16}
 HERE=bench/routing
-log() { echo "bench/routing: $*" >&2; }
-die() { log "$*"; exit 1; }
+BENCH_NAME=routing
+source bench/lib.sh  # log, die, WORK, PIDS (stopped at exit), wait_http, cpu_ns
 command -v wrk >/dev/null || die "wrk not installed (scripts/setup.sh installs it)"
 for b in tidegate tidegate-sim; do [[ -x $BUILD/bin/$b ]] || die "$BUILD/bin/$b missing: build it first"; done
 
-WORK=$(mktemp -d /tmp/tidegate-bench-prefix.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-wait_http() {
-  local deadline=$((SECONDS + $2))
-  until curl -fsS -o /dev/null "$1" 2>/dev/null; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
-}
-cpu_ns() {
-  local total=0 f v
-  for f in /proc/"$1"/task/*/schedstat; do read -r v _ 2>/dev/null <"$f" && total=$((total + v)); done
-  echo "$total"
-}
 
 for port in 18201 18203; do
   $BUILD/bin/tidegate-sim --port $port --ttft-ms 0 --tpot-ms 0 --max-batch 100000 --threads 1 >"$WORK/sim$port.log" 2>&1 &
