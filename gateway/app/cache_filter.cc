@@ -47,10 +47,12 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
     const double v = std::strtod(ttl.c_str(), &end);
     if (end && *end == '\0' && std::isfinite(v) && v >= 0) view.ttl_override_s = v;
   }
-  auto holder = std::make_shared<PlanHolder>();
-  holder->plan = cache_->plan(view);
-  holder->endpoint = view.endpoint;
-  ctx->extensions["cache.plan"] = holder;
+  auto plan = std::make_shared<PlanHolder>();
+  plan->plan = cache_->plan(view);
+  plan->endpoint = view.endpoint;
+  // Shared: the lookup's callback and the audit after it hold the plan too, off the session's loop.
+  const std::shared_ptr<const PlanHolder> holder = plan;
+  ctx->filter_state.get<std::shared_ptr<const PlanHolder>>() = holder;
   if (!holder->plan.read) {
     const auto status = std::string(cache::to_string(holder->plan.status_without_hit));
     ctx->attributes[kStatus] = status;
@@ -97,9 +99,9 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
 
 void CacheFilter::on_complete(const gateway::RequestContext& ctx) {
   if (ctx.local_reply || ctx.status != 200 || !ctx.complete) return;
-  const auto it = ctx.extensions.find("cache.plan");
-  if (it == ctx.extensions.end()) return;
-  const auto& plan = std::static_pointer_cast<PlanHolder>(it->second)->plan;
+  const auto* holder = ctx.filter_state.find<std::shared_ptr<const PlanHolder>>();
+  if (!holder || !*holder) return;
+  const auto& plan = (*holder)->plan;
   if (!plan.write) return;
   if (ctx.finish_reason != "stop" && ctx.finish_reason != "length") return;  // cut or tool answers are not stored
   cache::CachedAnswer answer;

@@ -36,16 +36,9 @@ cost::RequestLabels CostFilter::labels(const gateway::RequestContext& ctx) const
   return l;
 }
 
-CostFilter::State& CostFilter::state(gateway::RequestContext& ctx) {
-  auto& slot = ctx.extensions["cost.state"];
-  if (!slot) slot = std::make_shared<State>();
-  return *std::static_pointer_cast<State>(slot);
-}
+CostFilter::State& CostFilter::state(gateway::RequestContext& ctx) { return ctx.filter_state.get<State>(); }
 
-CostFilter::State* CostFilter::find_state(const gateway::RequestContext& ctx) {
-  const auto it = ctx.extensions.find("cost.state");
-  return it == ctx.extensions.end() ? nullptr : static_cast<State*>(it->second.get());
-}
+CostFilter::State* CostFilter::find_state(const gateway::RequestContext& ctx) { return ctx.filter_state.find<State>(); }
 
 void CostFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ctx, Done done) {
   const auto decision = accounting_->check_budget(labels(*ctx), clock_());

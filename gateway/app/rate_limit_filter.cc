@@ -1,11 +1,15 @@
 #include "rate_limit_filter.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace tidegate::app {
 namespace {
 
-constexpr const char* kAdmittedAt = "ratelimit.admitted_at";
+// When the request was admitted: its tokens are charged to that minute's window.
+struct Admitted {
+  std::optional<double> at;
+};
 
 ratelimit::Subject subject(const gateway::RequestContext& ctx) { return {ctx.key_name, ctx.tenant, ctx.model}; }
 
@@ -15,15 +19,15 @@ void RateLimitFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>
   const double t = clock_();
   const auto d = limiter_->admit(subject(*ctx), t);
   if (!d.allowed) return done(gateway::refusal(gateway::Refusal::kRateLimited, d.message, d.retry_after_s));
-  ctx->extensions[kAdmittedAt] = std::make_shared<double>(t);  // tokens go to this minute
+  ctx->filter_state.get<Admitted>().at = t;
   done(std::nullopt);
 }
 
 void RateLimitFilter::on_complete(const gateway::RequestContext& ctx) {
-  const auto it = ctx.extensions.find(kAdmittedAt);
-  if (it == ctx.extensions.end() || ctx.local_reply) return;
+  const auto* admitted = ctx.filter_state.find<Admitted>();
+  if (!admitted || !admitted->at || ctx.local_reply) return;
   const auto tokens = std::max<std::int64_t>(0, ctx.prompt_tokens) + std::max<std::int64_t>(0, ctx.completion_tokens);
-  limiter_->charge_tokens(subject(ctx), *std::static_pointer_cast<double>(it->second), tokens);
+  limiter_->charge_tokens(subject(ctx), *admitted->at, tokens);
 }
 
 }  // namespace tidegate::app

@@ -91,6 +91,11 @@ std::string chat_body(const std::string& content, bool stream = false, bool usag
 }
 
 // Answers "cached?" prompts locally from another thread, like a cache lookup would.
+// The test filter's per-request state: set when an attempt starts, read when it ends.
+struct AttemptMark {
+  bool started = false;
+};
+
 class TestFilter final : public RequestFilter {
  public:
   void pre_forward(const std::shared_ptr<RequestContext>& ctx, Done done) override {
@@ -108,11 +113,11 @@ class TestFilter final : public RequestFilter {
   bool reads_request_headers() const override { return true; }
   void on_response_headers(RequestContext& ctx) override { ctx.response_headers.emplace_back("x-tidegate-cost-usd", "0.000123"); }
   void on_attempt_start(RequestContext& ctx) override {
-    ctx.extensions["test.attempt"] = std::make_shared<int>(1);
+    ctx.filter_state.get<AttemptMark>().started = true;
     attempts_started++;
   }
   void on_attempt_end(RequestContext& ctx, bool success) override {
-    if (success && ctx.extensions.count("test.attempt")) attempts_ok++;
+    if (const auto* mark = ctx.filter_state.find<AttemptMark>(); success && mark && mark->started) attempts_ok++;
   }
   void on_stream_event(RequestContext& ctx, boost::json::object* usage) override {
     if (!usage) return void(stream_events++);

@@ -15,6 +15,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeindex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,6 +55,31 @@ struct RequestTimings {
 };
 
 // Per-request state, shared with filters. Fields above "outcome" are set before pre_forward.
+// What a filter keeps for one request between its hooks, one slot per type: the type is the key,
+// so a slot cannot be read back as anything but what was stored in it (no string keys, no casts
+// at the call sites). Each filter declares its own state type in its own source file.
+class FilterState final {
+ public:
+  // The slot of type T, created (value-initialised) on first use.
+  template <class T>
+  T& get() {
+    auto& slot = slots_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_shared<T>();
+    return *static_cast<T*>(slot.get());
+  }
+  // The slot of type T, or nullptr when no hook of this request created it. Writable through a
+  // const context: on_complete sees the request as const (a filter cannot change its outcome
+  // there) but still settles its own bookkeeping.
+  template <class T>
+  T* find() const {
+    const auto it = slots_.find(std::type_index(typeid(T)));
+    return it == slots_.end() ? nullptr : static_cast<T*>(it->second.get());
+  }
+
+ private:
+  std::unordered_map<std::type_index, std::shared_ptr<void>> slots_;  // shared_ptr<void> keeps T's deleter
+};
+
 struct RequestContext {
   std::string request_id;
   std::string path;       // "/v1/chat/completions", ...
@@ -74,7 +101,7 @@ struct RequestContext {
 
   Headers response_headers;                         // filters add; sent with the response head
   std::map<std::string, std::string> attributes;    // scratchpad shared between filters
-  std::map<std::string, std::shared_ptr<void>> extensions;  // typed per-filter state
+  FilterState filter_state;                          // each filter's own, by type
 
   // Outcome, valid in on_complete.
   int status = 0;
