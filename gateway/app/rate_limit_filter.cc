@@ -1,14 +1,14 @@
 #include "rate_limit_filter.h"
 
 #include <algorithm>
-#include <optional>
 
 namespace tidegate::app {
 namespace {
 
-// When the request was admitted: its tokens are charged to that minute's window.
+// When the request was admitted (the slot exists only for admitted requests): its tokens are
+// charged to that minute's window.
 struct Admitted {
-  std::optional<double> at;
+  double at = 0;
 };
 
 ratelimit::Subject subject(const gateway::RequestContext& ctx) { return {ctx.key_name, ctx.tenant, ctx.model}; }
@@ -25,9 +25,9 @@ void RateLimitFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>
 
 void RateLimitFilter::on_complete(const gateway::RequestContext& ctx) {
   const auto* admitted = ctx.filter_state.find<Admitted>();
-  if (!admitted || !admitted->at || ctx.local_reply) return;
+  if (!admitted || ctx.local_reply) return;
   const auto tokens = std::max<std::int64_t>(0, ctx.prompt_tokens) + std::max<std::int64_t>(0, ctx.completion_tokens);
-  limiter_->charge_tokens(subject(ctx), *admitted->at, tokens);
+  limiter_->charge_tokens(subject(ctx), admitted->at, tokens);
 }
 
 }  // namespace tidegate::app
