@@ -620,6 +620,32 @@ def wordpiece_seeds():
         ("truncated 4 byte", b"x\xf0\x9f\x98"), ("empty", b"")]
 
 
+# ---------------------------------------------------------------- routing stream placements
+def placements(batch, version=1):
+    """gateway/app/placement_wire.h: version byte, then per placement u16+model, u16+replica,
+    u64 session, u32 count + u64 blocks, little-endian."""
+    out = bytes([version])
+    for model, replica, session, blocks in batch:
+        out += struct.pack("<H", len(model)) + model + struct.pack("<H", len(replica)) + replica
+        out += struct.pack("<QI", session, len(blocks)) + b"".join(struct.pack("<Q", b) for b in blocks)
+    return out
+
+
+def placements_seeds():
+    chain = [(0x9E3779B97F4A7C15 * (i + 1)) & 0xFFFFFFFFFFFFFFFF for i in range(40)]
+    one = placements([(b"m", b"r0", 0, chain[:8])])
+    return [
+        ("one prefix", one),
+        ("session only", placements([(b"llama-3-8b", b"replica-2", 0x5E55 | 1, [])])),
+        ("a batch", placements([(b"m", b"r0", 0, chain), (b"m", b"r1", 7, chain[:3]), (b"other", b"", 1, [])])),
+        ("empty batch", placements([])),
+        ("version 2", placements([(b"m", b"r0", 0, chain[:2])], version=2)),
+        ("truncated", one[:-3]),
+        ("count past end", one[:-8 * 8 - 4] + struct.pack("<I", 0x7FFFFFFF)),
+        ("empty", b""),
+    ]
+
+
 def main():
     if CORPUS.exists():
         shutil.rmtree(CORPUS)
@@ -634,6 +660,7 @@ def main():
     write("persistence", persistence_seeds())
     write("safetensors", safetensors_seeds())
     write("wordpiece", wordpiece_seeds())
+    write("placements", placements_seeds())
     total = sum(f.stat().st_size for f in CORPUS.rglob("*") if f.is_file())
     for d in sorted(CORPUS.iterdir()):
         print(f"{d.name:20s} {len(list(d.iterdir())):4d} seeds")

@@ -32,6 +32,7 @@ trace             8192  512  trace.dict
 persistence       4096  512  -
 safetensors       4096  512  json.dict
 wordpiece         4096  512  -
+placements        8192  512  -
 "
 
 all_targets=$(awk 'NF {print $1}' <<<"$TABLE")

@@ -1,29 +1,19 @@
 // SharedCache (tidegate/cache/shared_cache.h): a decorator over the local cache that publishes
-// its changes to a Redis stream and applies the other gateways' changes read from it.
+// its changes to the fleet's cache stream (redis::EventStream) and applies the other gateways'.
 #include "tidegate/cache/shared_cache.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
-#include <boost/asio/steady_timer.hpp>
-
-#include <atomic>
 #include <chrono>
-#include <map>
-#include <mutex>
 
-#include "tidegate/common/log.h"
-#include "tidegate/redis/client.h"
-#include "tidegate/redis/shared_totals.h"
+#include "tidegate/redis/config.h"
+#include "tidegate/redis/event_stream.h"
 
 namespace tidegate::cache {
 namespace {
 
-namespace asio = boost::asio;
-using Fields = std::map<std::string, std::string>;
-
-constexpr double kBlockS = 1.0;     // one XREAD waits this long for news, then asks again
-constexpr double kRetryS = 0.25;    // after a failed read (Redis down): the client fails fast
+using Fields = redis::EventStream::Fields;
 
 std::string num(double v) {
   char buf[40];
@@ -82,18 +72,16 @@ struct Metrics {
   }
 };
 
-class SharedCache final : public SemanticCache, public std::enable_shared_from_this<SharedCache> {
+class SharedCache final : public SemanticCache {
  public:
   SharedCache(std::shared_ptr<SemanticCache> local, std::shared_ptr<redis::Client> publisher,
-              std::shared_ptr<redis::Client> reader, std::shared_ptr<const redis::RedisConfig> config,
-              prometheus::Registry* registry)
-      : local_(std::move(local)), publisher_(std::move(publisher)), reader_(std::move(reader)),
-        config_(std::move(config)), key_(config_->key_prefix + ":cache"), id_(redis::random_gateway_id()),
-        metrics_(registry) {}
-
-  void start() {
-    log::info("cache.shared_stream_start", {{"stream", key_}, {"gateway_id", id_}});
-    read_next();
+              std::shared_ptr<redis::Client> reader, const redis::RedisConfig& config, prometheus::Registry* registry)
+      : local_(std::move(local)), metrics_(registry) {
+    redis::StreamCounters counters{metrics_.published, metrics_.publish_failed, metrics_.applied, metrics_.missed};
+    // The stream holds the local cache, not this decorator: applying an event never publishes it again.
+    stream_ = redis::EventStream::start(std::move(publisher), std::move(reader),
+                                        {config.key_prefix + ":cache", config.cache_stream_max_len, "cache"}, counters,
+                                        [local = local_](const redis::EventStream::Fields& f) { return apply(*local, f); });
   }
 
   CachePlan plan(const RequestView& r) const override { return local_->plan(r); }
@@ -103,16 +91,16 @@ class SharedCache final : public SemanticCache, public std::enable_shared_from_t
   }
   void insert(const CachePlan& plan, CachedAnswer answer) override {
     if (plan.write) {
-      std::vector<std::string> args;
-      put_insert(args, plan, answer);
-      publish(std::move(args));
+      std::vector<std::string> fields;
+      put_insert(fields, plan, answer);
+      stream_->publish(std::move(fields));
     }
     local_->insert(plan, std::move(answer));
   }
   boost::json::object stats() const override { return local_->stats(); }
   std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) override {
     // "-" marks "any": an empty tenant is a real scope (a shared pool).
-    publish({"op", "erase", "tenant", tenant ? "=" + *tenant : "-", "model", model ? "=" + *model : "-"});
+    stream_->publish({"op", "erase", "tenant", tenant ? "=" + *tenant : "-", "model", model ? "=" + *model : "-"});
     return local_->erase(tenant, model);
   }
   bool erase_entry(std::uint64_t id) override { return local_->erase_entry(id); }
@@ -123,95 +111,34 @@ class SharedCache final : public SemanticCache, public std::enable_shared_from_t
     local_->audit(plan, hit, endpoint, body);
   }
   void shutdown() override {
-    stopped_ = true;
-    reader_->stop();  // ends the XREAD in flight
+    stream_->stop();
     local_->shutdown();
   }
 
  private:
-  void publish(std::vector<std::string> fields) {
-    if (stopped_) return;
-    std::vector<std::string> args{"XADD", key_, "MAXLEN", "~", std::to_string(config_->cache_stream_max_len), "*",
-                                  "origin", id_, "seq", std::to_string(++seq_)};
-    for (auto& f : fields) args.push_back(std::move(f));
-    publisher_->command(std::move(args), [m = metrics_](redis::Result r) {
-      if (auto* c = r.ok() ? m.published : m.publish_failed) c->Increment();
-    });
-  }
-
-  void read_next() {
-    if (stopped_) return;
-    reader_->command({"XREAD", "COUNT", "256", "BLOCK", std::to_string(static_cast<int>(kBlockS * 1000)), "STREAMS",
-                      key_, last_id_},
-                     [weak = weak_from_this()](redis::Result r) {
-                       if (auto self = weak.lock()) self->on_read(r);
-                     },
-                     kBlockS + config_->command_timeout_s + 1.0);
-  }
-
-  // On the reader's strand.
-  void on_read(const redis::Result& r) {
-    if (stopped_) return;
-    if (!r.ok()) {  // Redis down or slow: local only until it answers again
-      auto timer = std::make_shared<asio::steady_timer>(reader_->executor(), std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(kRetryS)));
-      timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
-        if (auto self = weak.lock(); self && !ec) self->read_next();
-      });
-      return;
-    }
-    // Nil: nothing new within the block. Otherwise [[stream, [[id, [field, value, ...]], ...]]].
-    if (r.reply.type == redis::Reply::Type::kArray)
-      for (const auto& stream : r.reply.elements)
-        if (stream.elements.size() == 2)
-          for (const auto& entry : stream.elements[1].elements) apply(entry);
-    read_next();
-  }
-
-  void apply(const redis::Reply& entry) {
-    if (entry.elements.size() != 2) return;
-    last_id_ = entry.elements[0].str;
-    Fields f;
-    const auto& kv = entry.elements[1].elements;
-    for (std::size_t i = 0; i + 1 < kv.size(); i += 2) f[kv[i].str] = kv[i + 1].str;
-    const auto origin = f["origin"];
-    if (origin == id_) return;
-    note_sequence(origin, std::strtoull(f["seq"].c_str(), nullptr, 10));
-    if (f["op"] == "insert") {
+  // Another gateway's event, on the stream reader's strand.
+  static bool apply(SemanticCache& local, const redis::EventStream::Fields& f) {
+    const auto op = f.find("op");
+    if (op == f.end()) return false;
+    if (op->second == "insert") {
       auto [plan, answer] = get_insert(f);
-      local_->insert(plan, std::move(answer));
-    } else if (f["op"] == "erase") {
-      const auto opt = [](const std::string& v) { return v.rfind("=", 0) == 0 ? std::optional(v.substr(1)) : std::nullopt; };
-      local_->erase(opt(f["tenant"]), opt(f["model"]));
-    } else {
-      return;
+      local.insert(plan, std::move(answer));
+      return true;
     }
-    if (metrics_.applied) metrics_.applied->Increment();
-  }
-
-  // A gap in a gateway's numbering: events trimmed (or written while this reader was away).
-  void note_sequence(const std::string& origin, std::uint64_t seq) {
-    auto& last = last_seq_[origin];
-    if (last != 0 && seq > last + 1) {
-      const auto missed = seq - last - 1;
-      if (metrics_.missed) metrics_.missed->Increment(static_cast<double>(missed));
-      log::warn("cache.shared_stream_behind", {{"origin", origin}, {"missed", missed},
-                                               {"why", "trimmed before this gateway read them; carrying on"}});
+    if (op->second == "erase") {
+      const auto opt = [&f](const char* k) -> std::optional<std::string> {
+        const auto it = f.find(k);
+        return it != f.end() && it->second.rfind("=", 0) == 0 ? std::optional(it->second.substr(1)) : std::nullopt;
+      };
+      local.erase(opt("tenant"), opt("model"));
+      return true;
     }
-    if (seq > last) last = seq;
+    return false;
   }
 
   std::shared_ptr<SemanticCache> local_;
-  std::shared_ptr<redis::Client> publisher_;
-  std::shared_ptr<redis::Client> reader_;
-  std::shared_ptr<const redis::RedisConfig> config_;
-  std::string key_;
-  std::string id_;
   Metrics metrics_;
-  std::atomic<std::uint64_t> seq_{0};
-  std::atomic<bool> stopped_{false};
-  // The reader's strand only:
-  std::string last_id_ = "$";  // only what is added from now on; then the last id read
-  std::map<std::string, std::uint64_t> last_seq_;
+  std::shared_ptr<redis::EventStream> stream_;
 };
 
 }  // namespace
@@ -221,10 +148,7 @@ std::shared_ptr<SemanticCache> make_shared_cache(std::shared_ptr<SemanticCache> 
                                                  std::shared_ptr<redis::Client> reader,
                                                  std::shared_ptr<const redis::RedisConfig> config,
                                                  prometheus::Registry* registry) {
-  auto c = std::make_shared<SharedCache>(std::move(local), std::move(publisher), std::move(reader), std::move(config),
-                                         registry);
-  c->start();
-  return c;
+  return std::make_shared<SharedCache>(std::move(local), std::move(publisher), std::move(reader), *config, registry);
 }
 
 }  // namespace tidegate::cache

@@ -23,6 +23,7 @@
 #include "dashboard_feed.h"
 #include "rate_limit_filter.h"
 #include "reload_scope.h"
+#include "shared_routing.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
 #include "tidegate/cache/shared_cache.h"
@@ -264,6 +265,16 @@ int main(int argc, char** argv) {
     }
   }
   app::add_admin_routes(gw, c);
+  // Prefix placements and session pins shared with the fleet (read on a connection of its own).
+  std::shared_ptr<app::SharedRouting> shared_routing;
+  if (redis_client) {
+    auto reader = redis::make_client(sections.redis, redis_loop->executor(), &gw.registry(), "routing_stream");
+    reader->start();
+    shared_routing = app::SharedRouting::start(gw, redis_client, std::move(reader), *sections.redis, &gw.registry());
+    gw.on_placement([weak = std::weak_ptr<app::SharedRouting>(shared_routing)](const gateway::RoutePlacement& p) {
+      if (const auto s = weak.lock()) s->add(p);
+    });
+  }
 
   try {
     gw.start();
@@ -317,6 +328,7 @@ int main(int argc, char** argv) {
   housekeeping.reset();
   if (c.scaler) c.scaler->stop(true);
   if (c.cache) c.cache->shutdown();  // no new audits; then the ones still out end
+  if (shared_routing) shared_routing->stop();
   audits.reset();
   if (c.accounting) {
     c.accounting->advance(app::unix_now());

@@ -155,6 +155,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   bool copy_request_headers = false;  // some filter reads RequestContext::request_headers
   bool parse_request_body = false;    // some filter reads RequestContext::body
   std::vector<Route> routes;
+  PlacementSink placement_sink;  // set before start(); empty: no other gateway listens
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<net::steady_timer> probe_timer;

@@ -164,6 +164,7 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
   if (route_hint_) {
     ctx_->route_reason = route_hint_->reason;
     ctx_->prefix_blocks_matched = route_hint_->matched_blocks;
+    if (impl_->placement_sink && (route_hint_->new_blocks || route_hint_->new_pin)) tell_placement();
   }
   ctx_->replica_class = replica_->replica_class;
   tried_.push_back(replica_->serial);
@@ -175,6 +176,17 @@ void Session::start_attempt(ReplicaPtr replica, bool fresh_connection) {
   upstream_reused_ = upstream_ != nullptr;
   if (upstream_) return send_upstream();
   connect(replica_);
+}
+
+// The other gateways of a fleet learn where this prompt's prefix and this session now live.
+void Session::tell_placement() {
+  RoutePlacement p;
+  p.model = ctx_->model;
+  p.replica_id = replica_->id;
+  if (route_hint_->new_blocks) p.blocks = route_hint_->blocks;
+  if (route_hint_->new_pin) p.session = route_hint_->session;
+  route_hint_->new_blocks = route_hint_->new_pin = false;  // told once (a retry's pick sets them again)
+  impl_->placement_sink(p);
 }
 
 void Session::connect(const ReplicaPtr& replica) {

@@ -70,8 +70,14 @@ ReplicaPtr ReplicaPool::pick_locked(std::span<const std::uint64_t> exclude, Rout
   if (i < 0) return nullptr;
   auto& chosen = replicas_[candidate_index_[static_cast<std::size_t>(i)]];
   chosen->outstanding++;
-  if (prefix_aware) chosen->prefixes.insert(hint->blocks);
-  if (hint && hint->session) sessions_.pin(hint->session, chosen->serial);
+  if (prefix_aware) {
+    hint->new_blocks = candidates_[static_cast<std::size_t>(i)].matched_blocks < hint->blocks.size();
+    chosen->prefixes.insert(hint->blocks);
+  }
+  if (hint && hint->session) {
+    hint->new_pin = hint->reason != "affinity";  // affinity: the session was pinned here already
+    sessions_.pin(hint->session, chosen->serial);
+  }
   return chosen;
 }
 
@@ -110,6 +116,24 @@ std::size_t ReplicaPool::index_blocks() const {
 void ReplicaPool::forget_locked(Replica& r) {
   r.prefixes.clear();
   sessions_.forget_replica(r.serial);
+}
+
+bool ReplicaPool::learn(const std::string& id, std::span<const std::uint64_t> blocks, std::uint64_t session) {
+  std::lock_guard lock(mu_);
+  const auto it = std::find_if(replicas_.begin(), replicas_.end(),
+                               [&](const ReplicaPtr& r) { return r->id == id; });
+  // Not an ejected or draining one: its cache may be gone, and this gateway forgot its entries.
+  if (it == replicas_.end() || !routable(**it)) return false;
+  bool applied = false;
+  if (!blocks.empty() && config_.balancer == BalancerKind::kPrefixAware) {
+    (*it)->prefixes.insert(blocks);
+    applied = true;
+  }
+  if (session && config_.affinity.enabled()) {
+    sessions_.pin(session, (*it)->serial);
+    applied = true;
+  }
+  return applied;
 }
 
 ReplicaPool::Acquired ReplicaPool::acquire(Grant on_grant, std::shared_ptr<RouteHint> hint) {

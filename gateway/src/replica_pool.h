@@ -56,6 +56,10 @@ struct RouteHint {
   // The choice: "prefix", "least_loaded", "bounded", "affinity" (empty: another balancer).
   std::string_view reason;
   std::size_t matched_blocks = 0;
+  // What the choice taught the chosen replica's entries (for other gateways: RoutePlacement):
+  // blocks it did not hold yet, a session not pinned to it before.
+  bool new_blocks = false;
+  bool new_pin = false;
 };
 
 enum class Outcome { kSuccess, kFailure, kNeutral };
@@ -92,6 +96,9 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
   void drain(const std::string& id, std::function<void()> on_drained);
   void remove(const std::string& id);
   void report_probe(const std::string& id, bool ok);
+  // Another gateway routed these blocks / pinned this session to replica `id` (issue 22).
+  // False when the replica is not known here or nothing applies to this pool.
+  bool learn(const std::string& id, std::span<const std::uint64_t> blocks, std::uint64_t session);
 
   std::vector<ReplicaPtr> replicas() const;  // snapshot, for probes
   scaler::GatewaySignals sample() const;

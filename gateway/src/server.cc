@@ -271,6 +271,11 @@ void Gateway::add_route(std::string method, std::string path_prefix, RouteHandle
 prometheus::Registry& Gateway::registry() { return *impl_->registry; }
 scaler::RoutingTarget& Gateway::routing() { return impl_->upstreams; }
 const scaler::SignalSource& Gateway::signals() const { return impl_->upstreams; }
+void Gateway::on_placement(PlacementSink sink) { impl_->placement_sink = std::move(sink); }
+bool Gateway::learn_placement(const RoutePlacement& p) {
+  const auto pool = impl_->upstreams.find(p.model);
+  return pool && pool->learn(p.replica_id, p.blocks, p.session);
+}
 std::uint16_t Gateway::port() const { return impl_->bound_port; }
 std::shared_ptr<const GatewayConfig> Gateway::config() const { return impl_->config(); }
 

@@ -143,6 +143,7 @@ class Session final : public std::enable_shared_from_this<Session> {
   int attempts_ = 0;
   std::vector<std::uint64_t> tried_;  // replica serials of this request's attempts
   std::shared_ptr<RouteHint> route_hint_;  // prefix_aware / affinity: the prompt's blocks, the session
+  void tell_placement();
   void make_route_hint(const ModelConfig& model);
   // The replica whose unclear refusal (upstream_answer.h) a second replica is judging; it is
   // blamed if that one serves the request.

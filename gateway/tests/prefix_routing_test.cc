@@ -175,3 +175,56 @@ TEST(PrefixRouting, QueuedRequestsAreRoutedByTheirOwnPrompt) {
   pool->release(granted, Outcome::kSuccess);
   pool->release(b, Outcome::kSuccess);
 }
+
+// Issue 22: what one gateway's pool placed (the hint's new_blocks / new_pin say when there is
+// anything to tell) is learnt by another gateway's pool, which then routes the conversation's
+// next turn, and the session, where the first one sent them; a pool that learnt nothing cannot.
+TEST(PrefixRouting, PlacementsLearntFromAnotherGatewayRouteLikeItsOwn) {
+  auto cfg = prefix_model(4);
+  cfg.affinity.header = "x-session-id";
+  cfg.affinity.max_sessions = 100;
+  auto here = std::make_shared<ReplicaPool>(cfg, 3);
+  auto there = std::make_shared<ReplicaPool>(cfg, 5);
+  auto alone = std::make_shared<ReplicaPool>(cfg, 5);
+  std::map<int, std::string> home;
+  for (int c = 0; c < 8; ++c) {
+    auto h = hint_for(conversation(c, 1), 1000 + c);
+    auto r = take(*here, h);
+    EXPECT_TRUE(h->new_blocks);
+    EXPECT_TRUE(h->new_pin);
+    home[c] = r->id;
+    EXPECT_TRUE(there->learn(r->id, h->blocks, h->session));
+    here->release(r, Outcome::kSuccess);
+    // The same again teaches nothing: the whole prompt matched, the session was already here.
+    auto again = hint_for(conversation(c, 1), 1000 + c);
+    here->release(take(*here, again), Outcome::kSuccess);
+    EXPECT_FALSE(again->new_blocks);
+    EXPECT_FALSE(again->new_pin);
+  }
+  int moved_alone = 0;
+  for (int c = 0; c < 8; ++c) {
+    auto next_turn = hint_for(conversation(c, 2));  // no session: the prefix alone decides
+    auto r = take(*there, next_turn);
+    EXPECT_EQ(r->id, home[c]) << "conversation " << c;
+    EXPECT_EQ(next_turn->reason, "prefix");
+    EXPECT_GT(next_turn->matched_blocks, 0u);
+    EXPECT_TRUE(next_turn->new_blocks);  // the second turn's blocks are news for the fleet
+    there->release(r, Outcome::kSuccess);
+    auto by_session = hint_for("", 1000 + c);
+    auto s = take(*there, by_session);
+    EXPECT_EQ(s->id, home[c]);
+    EXPECT_EQ(by_session->reason, "affinity");
+    there->release(s, Outcome::kSuccess);
+    auto uninformed = hint_for(conversation(c, 2));
+    auto u = take(*alone, uninformed);
+    EXPECT_NE(uninformed->reason, "prefix");
+    moved_alone += u->id != home[c];
+    alone->release(u, Outcome::kSuccess);
+  }
+  EXPECT_GT(moved_alone, 0);  // without the placements, turns scatter
+  // Unknown or ejected replicas learn nothing.
+  const auto h = hint_for(conversation(9, 1), 77);
+  EXPECT_FALSE(there->learn("nope", h->blocks, h->session));
+  there->report_probe("r1", false);
+  EXPECT_FALSE(there->learn("r1", h->blocks, h->session));
+}

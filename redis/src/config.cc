@@ -34,6 +34,7 @@ std::shared_ptr<const RedisConfig> parse_redis_config(const YAML::Node& node, co
   yaml_reject_unknown(node, path,
                       {"address", "key_prefix", "command_timeout", "connect_timeout", "reconnect_min",
                        "reconnect_max", "refresh_interval", "expected_gateways", "cache_stream_max_len",
+                       "routing_stream_max_len",
                        "password_env"});
   auto c = std::make_shared<RedisConfig>();
   parse_address(node, path, *c);
@@ -67,6 +68,8 @@ std::shared_ptr<const RedisConfig> parse_redis_config(const YAML::Node& node, co
   c->expected_gateways = static_cast<int>(yaml_int(node, "expected_gateways", path, 1, 1, 1000));
   c->cache_stream_max_len =
       static_cast<std::size_t>(yaml_int(node, "cache_stream_max_len", path, 10000, 10, 100000000));
+  c->routing_stream_max_len =
+      static_cast<std::size_t>(yaml_int(node, "routing_stream_max_len", path, 10000, 10, 100000000));
   return c;
 }
 

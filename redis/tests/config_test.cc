@@ -29,7 +29,7 @@ TEST(RedisConfig, ParsesEveryKey) {
   const auto c = parse(
       "redis:\n  address: 10.0.0.5:6380\n  key_prefix: fleet-a\n  command_timeout: 20ms\n"
       "  connect_timeout: 1s\n  reconnect_min: 50ms\n  reconnect_max: 2s\n  refresh_interval: 250ms\n"
-      "  expected_gateways: 3\n  cache_stream_max_len: 500\n");
+      "  expected_gateways: 3\n  cache_stream_max_len: 500\n  routing_stream_max_len: 700\n");
   EXPECT_EQ(c->host, "10.0.0.5");
   EXPECT_EQ(c->port, 6380);
   EXPECT_EQ(c->key_prefix, "fleet-a");
@@ -40,6 +40,7 @@ TEST(RedisConfig, ParsesEveryKey) {
   EXPECT_DOUBLE_EQ(c->refresh_interval_s, 0.25);
   EXPECT_EQ(c->expected_gateways, 3);
   EXPECT_EQ(c->cache_stream_max_len, 500u);
+  EXPECT_EQ(c->routing_stream_max_len, 700u);
 }
 
 TEST(RedisConfig, DefaultsWhenOnlyTheAddressIsGiven) {

@@ -179,6 +179,20 @@ enum class RouteAccess {
   kOpen,
 };
 
+// Where this gateway placed a prompt's prefix or pinned a session (balancer: prefix_aware,
+// session_affinity), for the other gateways of a fleet to learn (issue 22: the app shares it
+// through Redis, gateway/app/shared_routing.h). Emitted only when the replica is new to the
+// prompt's blocks or to the session: a request that found its whole prefix (or its session's
+// replica) tells the fleet nothing new.
+struct RoutePlacement {
+  std::string model;
+  std::string replica_id;
+  std::vector<std::uint64_t> blocks;  // the prompt's whole chain of block hashes; empty: none new
+  std::uint64_t session = 0;          // the session newly pinned to the replica; 0: none
+};
+// Called on the request's event loop, with no lock held: copy or post, never block.
+using PlacementSink = std::function<void(const RoutePlacement&)>;
+
 class Gateway final {
  public:
   explicit Gateway(std::shared_ptr<const GatewayConfig> config);
@@ -194,6 +208,11 @@ class Gateway final {
   prometheus::Registry& registry();            // register more tidegate_* metrics here
   scaler::RoutingTarget& routing();            // thread-safe
   const scaler::SignalSource& signals() const; // thread-safe
+  // Routing state shared with other gateways: the sink (set before start()) hears this gateway's
+  // placements; learn_placement() applies another's (thread-safe; false when the model or the
+  // replica is not known here, or the pool routes on neither prefixes nor sessions).
+  void on_placement(PlacementSink sink);
+  bool learn_placement(const RoutePlacement& placement);
 
   // Binds and starts the event loops; throws std::runtime_error when the port is taken.
   void start();

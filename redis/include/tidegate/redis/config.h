@@ -33,6 +33,9 @@ struct RedisConfig {
   int expected_gateways = 1;
   // The shared cache's stream (<key_prefix>:cache) is trimmed to about this many events.
   std::size_t cache_stream_max_len = 10000;
+  // The routers' stream (<key_prefix>:routing: prefix placements and session pins, one entry per
+  // batch of up to 5 ms) is trimmed to about this many entries.
+  std::size_t routing_stream_max_len = 10000;
 };
 
 // Parses the `redis:` mapping; throws tidegate::ConfigError naming the key and line.
