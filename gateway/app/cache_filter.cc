@@ -30,7 +30,8 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
   const bool completions = ctx->path.rfind("/v1/completions", 0) == 0;
   if ((!chat && !completions) || !ctx->body || !ctx->body->is_object()) return done(std::nullopt);
   if (audit_mark_ && audit_mark_->marks(*ctx)) {  // the cache's own audit: the model must answer it
-    ctx->attributes[kStatus] = "audit";
+    ctx->filter_state.get<CacheOutcome>().audit = true;
+    ctx->attributes[kStatusField] = "audit";
     ctx->response_headers.emplace_back("x-tidegate-cache", "audit");
     return done(std::nullopt);
   }
@@ -54,20 +55,24 @@ void CacheFilter::pre_forward(const std::shared_ptr<gateway::RequestContext>& ct
   const std::shared_ptr<const PlanHolder> holder = plan;
   ctx->filter_state.get<std::shared_ptr<const PlanHolder>>() = holder;
   if (!holder->plan.read) {
+    ctx->filter_state.get<CacheOutcome>().status = holder->plan.status_without_hit;
     const auto status = std::string(cache::to_string(holder->plan.status_without_hit));
-    ctx->attributes[kStatus] = status;
+    ctx->attributes[kStatusField] = status;
     ctx->response_headers.emplace_back("x-tidegate-cache", status);
     return done(std::nullopt);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // the cache caps it lower
   cache_->lookup(holder->plan, deadline, [this, ctx, holder, done = std::move(done)](cache::LookupResult r) {
+    auto& outcome = ctx->filter_state.get<CacheOutcome>();
+    outcome.status = r.status;
     if (r.status != cache::CacheStatus::kHit) {
       const auto status = std::string(cache::to_string(r.status));
-      ctx->attributes[kStatus] = status;
+      ctx->attributes[kStatusField] = status;
       ctx->response_headers.emplace_back("x-tidegate-cache", status);
       return done(std::nullopt);
     }
-    ctx->attributes[kStatus] = "hit";
+    outcome.entry_id = r.entry_id;
+    ctx->attributes[kStatusField] = "hit";
     ctx->attributes["cache.entry_id"] = std::to_string(r.entry_id);
     ctx->prompt_tokens = r.answer.prompt_tokens;
     ctx->completion_tokens = r.answer.completion_tokens;

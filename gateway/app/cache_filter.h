@@ -1,6 +1,7 @@
 #pragma once
 // Puts the semantic cache in front of the replicas: lookup before forwarding (a hit is a
 // local reply), insert after a complete answer. Fails open: the cache never fails a request.
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -9,6 +10,15 @@
 #include "tidegate/gateway/gateway.h"
 
 namespace tidegate::app {
+
+// What the cache made of a request, for the filters after it (the cost filter prices a hit):
+// ctx.filter_state.find<CacheOutcome>(), set by pre_forward whenever the request reached the cache.
+struct CacheOutcome {
+  bool audit = false;  // the cache's own audit request: forwarded, never looked up or stored
+  cache::CacheStatus status = cache::CacheStatus::kMiss;
+  std::uint64_t entry_id = 0;  // the entry served, when status is kHit
+  bool hit() const { return !audit && status == cache::CacheStatus::kHit; }
+};
 
 class CacheFilter final : public gateway::RequestFilter {
  public:
@@ -26,8 +36,8 @@ class CacheFilter final : public gateway::RequestFilter {
   bool reads_request_headers() const override { return true; }  // Cache-Control, x-tidegate-cache*
   void on_complete(const gateway::RequestContext& ctx) override;
 
-  // Attribute names other filters read (the cost filter prices a hit from these).
-  static constexpr const char* kStatus = "cache.status";
+  // The access log's field for the outcome ("hit", "miss", "bypass", "audit", ...).
+  static constexpr const char* kStatusField = "cache.status";
 
  private:
   std::shared_ptr<cache::SemanticCache> cache_;

@@ -91,8 +91,8 @@ void CostFilter::on_stream_event(gateway::RequestContext& ctx, boost::json::obje
 void CostFilter::on_response_headers(gateway::RequestContext& ctx) {
   auto& s = state(ctx);
   if (ctx.local_reply) {
-    const auto it = ctx.attributes.find(CacheFilter::kStatus);
-    if (it == ctx.attributes.end() || it->second != "hit") return;  // errors and refusals cost nothing
+    const auto* cache = ctx.filter_state.find<CacheOutcome>();
+    if (!cache || !cache->hit()) return;  // errors and refusals cost nothing
     price_hit(ctx);
   } else if (!ctx.stream) {
     settle(ctx, s);  // non-stream: the whole answer (and its usage) is in hand
