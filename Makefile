@@ -53,7 +53,7 @@ test-asan: build-asan
 # scaler.scaler), and likewise multi_gateway.leader_* (lease timings; the electors' threads are
 # under TSan in scaler.lease_api). The release and ASan builds run all of them.
 TSAN_TARGETS = tidegate tidegate-sim tidegate_app_tests tidegate_gateway_tests tidegate_gateway_hooks_test \
-  tidegate_cache_tests tidegate_cache_encoder_tests tidegate_cache_backend_tests tidegate_cache_integration_tests \
+  tidegate_cache_tests tidegate_encoder_tests tidegate_cache_backend_tests tidegate_cache_integration_tests \
   tidegate_common_tests tidegate_cost_tests tidegate_scaler_integration_test tidegate_scaler_scaler_test \
   tidegate_scaler_process_test tidegate_scaler_engines_test tidegate_scaler_kubernetes_test tidegate_scaler_lifecycle_routing_test \
   tidegate_redis_tests tidegate_ratelimit_tests tidegate_scaler_leader_election_test tidegate_scaler_lease_api_test tidegate_scaler_scaler_election_test

@@ -28,10 +28,11 @@
 #include "tidegate/cache/cache_config.h"
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/faiss_index.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #include "csv.h"
 
 using namespace tidegate::cache;
+using namespace tidegate::encoder;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -17,11 +17,12 @@
 #include <boost/json.hpp>
 
 #include "tidegate/cache/faiss_index.h"
-#include "tidegate/cache/minilm.h"
-#include "tidegate/cache/pair_verifier.h"
+#include "tidegate/encoder/minilm.h"
+#include "tidegate/encoder/pair_verifier.h"
 #include "csv.h"
 
 using namespace tidegate::cache;
+using namespace tidegate::encoder;
 using Clock = std::chrono::steady_clock;
 
 namespace {

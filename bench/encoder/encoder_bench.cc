@@ -8,12 +8,12 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "tidegate/cache/hash_embedder.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/hash_embedder.h"
+#include "tidegate/encoder/minilm.h"
 
 namespace {
 
-using tidegate::cache::Embedder;
+using tidegate::encoder::Embedder;
 
 const std::vector<std::string>& prompts() {
   static const std::vector<std::string> p = {
@@ -35,10 +35,10 @@ std::vector<std::string> batch_of(std::size_t n) {
   return out;
 }
 
-std::shared_ptr<const tidegate::cache::MiniLMModel> model() {
+std::shared_ptr<const tidegate::encoder::MiniLMModel> model() {
   static auto m = [] {
     const char* env = std::getenv("TIDEGATE_MINILM_DIR");
-    return tidegate::cache::MiniLMModel::load(env ? env : std::string(TIDEGATE_SOURCE_ROOT) + "/third_party/models/all-MiniLM-L6-v2");
+    return tidegate::encoder::MiniLMModel::load(env ? env : std::string(TIDEGATE_SOURCE_ROOT) + "/third_party/models/all-MiniLM-L6-v2");
   }();
   return m;
 }
@@ -52,16 +52,16 @@ void run(benchmark::State& state, Embedder& embedder) {
 
 // The default precision (bf16 where the CPU has AVX512-BF16), then fp32 beside it.
 void BM_MiniLM(benchmark::State& state) {
-  static auto embedder = tidegate::cache::make_minilm_embedder(model());
+  static auto embedder = tidegate::encoder::make_minilm_embedder(model());
   run(state, *embedder);
 }
 BENCHMARK(BM_MiniLM)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MiniLM_fp32(benchmark::State& state) {
   static auto embedder = [] {
-    tidegate::cache::MiniLMOptions options;
-    options.precision = tidegate::cache::MiniLMPrecision::kFp32;
-    return tidegate::cache::make_minilm_embedder(model(), options);
+    tidegate::encoder::MiniLMOptions options;
+    options.precision = tidegate::encoder::MiniLMPrecision::kFp32;
+    return tidegate::encoder::make_minilm_embedder(model(), options);
   }();
   run(state, *embedder);
 }
@@ -71,9 +71,9 @@ BENCHMARK(BM_MiniLM_fp32)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond
 // one embedder shared by the benchmarks that use it.
 Embedder& two_thread_embedder() {
   static auto embedder = [] {
-    tidegate::cache::MiniLMOptions options;
+    tidegate::encoder::MiniLMOptions options;
     options.intra_op_threads = 2;
-    return tidegate::cache::make_minilm_embedder(model(), options);
+    return tidegate::encoder::make_minilm_embedder(model(), options);
   }();
   return *embedder;
 }
@@ -108,7 +108,7 @@ void run_length(benchmark::State& state, Embedder& embedder) {
 }
 
 void BM_MiniLM_tokens(benchmark::State& state) {
-  static auto embedder = tidegate::cache::make_minilm_embedder(model());
+  static auto embedder = tidegate::encoder::make_minilm_embedder(model());
   run_length(state, *embedder);
 }
 BENCHMARK(BM_MiniLM_tokens)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -126,7 +126,7 @@ void BM_Tokenize(benchmark::State& state) {
 BENCHMARK(BM_Tokenize)->Unit(benchmark::kMicrosecond);
 
 void BM_Hash(benchmark::State& state) {
-  static auto embedder = tidegate::cache::make_hash_embedder();
+  static auto embedder = tidegate::encoder::make_hash_embedder();
   run(state, *embedder);
 }
 BENCHMARK(BM_Hash)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond);

@@ -12,7 +12,7 @@
 #include "tidegate/kernels/gpu.h"
 
 #if TIDEGATE_KERNELS_WITH_MINILM
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #endif
 
 namespace tidegate::kernels::bench {
@@ -23,7 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Prompts of exactly `tokens` ids: words that are single word pieces, drawn at random.
-std::vector<std::string> make_prompts(const cache::WordPieceTokenizer& tok, std::size_t tokens, std::size_t count) {
+std::vector<std::string> make_prompts(const encoder::WordPieceTokenizer& tok, std::size_t tokens, std::size_t count) {
   static const char* kWords[] = {"the", "cat", "sat", "on", "mat", "how", "do", "i", "make", "a", "good", "cake",
                                  "what", "is", "time", "water", "city", "money", "book", "light", "green", "house",
                                  "music", "fast", "car", "open", "door", "world", "people", "day", "night", "code"};
@@ -48,7 +48,7 @@ std::vector<std::string> slice(const std::vector<std::string>& pool, std::size_t
 }
 
 // `threads` callers each embedding `batch` prompts per call for about min_time seconds.
-double prompts_per_s(cache::Embedder& e, const std::vector<std::string>& pool, std::size_t batch, unsigned threads,
+double prompts_per_s(encoder::Embedder& e, const std::vector<std::string>& pool, std::size_t batch, unsigned threads,
                      double min_time) {
   const auto deadline = Clock::now() + std::chrono::minutes(5);
   e.embed(slice(pool, 0, batch), deadline);  // warm-up (allocations, cuBLAS heuristics)
@@ -73,9 +73,9 @@ double prompts_per_s(cache::Embedder& e, const std::vector<std::string>& pool, s
 boost::json::object run_encoder_bench(const Options& o) {
   if (!std::filesystem::exists(o.model_dir + "/model.safetensors"))
     return {{"skipped", "model not found at " + o.model_dir}};
-  auto model = cache::MiniLMModel::load(o.model_dir);
+  auto model = encoder::MiniLMModel::load(o.model_dir);
   const unsigned cpu_threads = std::max(1u, std::thread::hardware_concurrency());
-  auto cpu = cache::make_minilm_embedder(model, cache::MiniLMOptions{});
+  auto cpu = encoder::make_minilm_embedder(model, encoder::MiniLMOptions{});
   boost::json::array gpu_rows, cpu_rows;
   std::string why = o.gpu_skip_reason;
   for (const std::size_t tokens : o.encoder_tokens) {
@@ -113,7 +113,7 @@ boost::json::object run_encoder_bench(const Options& o) {
 #else
 
 boost::json::object run_encoder_bench(const Options&) {
-  return {{"skipped", "built without tidegate_cache_encoder (the MiniLM loader)"}};
+  return {{"skipped", "built without tidegate_encoder (the MiniLM loader)"}};
 }
 
 #endif

@@ -67,7 +67,7 @@ boost::json::object run_search_bench(const Options& o, double copy_gbps) {
     std::cerr << "kernels_bench: search, " << n << " entries\n";
     boost::json::object r{{"entries", n}, {"dim", dim}, {"k", k}, {"data", "uniform random unit vectors"}};
     std::string why = o.gpu_skip_reason;
-    std::unique_ptr<cache::VectorIndex> gpu;
+    std::unique_ptr<encoder::VectorIndex> gpu;
     if (o.gpu) gpu = make_gpu_flat_index(dim, &why);
     if (gpu) enable_gpu_flat_kernel_timing(*gpu);
     std::unique_ptr<faiss::IndexFlatIP> flat;

@@ -64,7 +64,7 @@ std::optional<double> bound_for(const CacheConfig& c, const std::string& model) 
 }  // namespace
 
 struct Auditor::Core {
-  Core(std::shared_ptr<const CacheConfig> c, prometheus::Registry& r, EmbedBatcher& b)
+  Core(std::shared_ptr<const CacheConfig> c, prometheus::Registry& r, encoder::EmbedBatcher& b)
       : config(std::move(c)),
         cfg(config->audit),
         book(cfg.max_scopes),
@@ -148,7 +148,7 @@ struct Auditor::Core {
   const AuditConfig cfg;
   AuditBook book;
   std::mutex submit_mu;
-  EmbedBatcher* batcher;  // null once shut down; guarded by submit_mu
+  encoder::EmbedBatcher* batcher;  // null once shut down; guarded by submit_mu
   mutable std::mutex mu;  // guards the fields below
   AuditFetch fetch;       // null once shut down
   double credit = 0;  // sampling: one audit each time it reaches 1
@@ -205,7 +205,7 @@ void Auditor::Core::answered(const std::shared_ptr<Core>& self, const AuditCase&
                   [on_vector](std::vector<float> v, std::exception_ptr e) { on_vector(1, std::move(v), e); });
 }
 
-Auditor::Auditor(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry, EmbedBatcher& batcher)
+Auditor::Auditor(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry, encoder::EmbedBatcher& batcher)
     : core_(std::make_shared<Core>(std::move(config), registry, batcher)) {}
 
 Auditor::~Auditor() { shutdown(); }

@@ -10,7 +10,7 @@
 
 #include "tidegate/cache/audit.h"
 #include "tidegate/cache/cache_config.h"
-#include "tidegate/cache/embed_batcher.h"
+#include "tidegate/encoder/embed_batcher.h"
 #include "tidegate/cache/semantic_cache.h"
 
 namespace prometheus {
@@ -21,7 +21,7 @@ namespace tidegate::cache {
 
 class Auditor final {
  public:
-  Auditor(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry, EmbedBatcher& batcher);
+  Auditor(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry, encoder::EmbedBatcher& batcher);
   ~Auditor();
 
   void set_fetch(AuditFetch fetch);

@@ -5,7 +5,7 @@
 
 #include "model_dir.h"
 #include "tidegate/cache/cache_config.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "tidegate/common/config_error.h"
 
@@ -48,12 +48,12 @@ void check_model_dir(const EmbedderConfig& e, const YAML::Node& node, const std:
   throw ConfigError(key, has_key ? yaml_line(node["model_dir"]) : yaml_line(node), why);
 }
 
-MiniLMPrecision parse_precision(const YAML::Node& node, const std::string& path) {
-  const auto precision = yaml_enum<MiniLMPrecision>(
+encoder::MiniLMPrecision parse_precision(const YAML::Node& node, const std::string& path) {
+  const auto precision = yaml_enum<encoder::MiniLMPrecision>(
       node, "precision", path,
-      {{"auto", MiniLMPrecision::kAuto}, {"fp32", MiniLMPrecision::kFp32}, {"bf16", MiniLMPrecision::kBf16}});
+      {{"auto", encoder::MiniLMPrecision::kAuto}, {"fp32", encoder::MiniLMPrecision::kFp32}, {"bf16", encoder::MiniLMPrecision::kBf16}});
   // Checked here, not at first use: a config that cannot run on this host should not load.
-  if (precision == MiniLMPrecision::kBf16 && !minilm_bf16_supported())
+  if (precision == encoder::MiniLMPrecision::kBf16 && !encoder::minilm_bf16_supported())
     throw ConfigError(path_join(path, "precision"), yaml_line(node["precision"]),
                       "bf16 needs a CPU with AVX512-BF16, which this one lacks; use auto or fp32");
   return precision;

@@ -6,9 +6,9 @@
 #include "model_dir.h"
 #include "semantic_cache_impl.h"
 #include "tidegate/cache/cache_factory.h"
-#include "tidegate/cache/hash_embedder.h"
-#include "tidegate/cache/minilm.h"
-#include "tidegate/cache/openai_embedder.h"
+#include "tidegate/encoder/hash_embedder.h"
+#include "tidegate/encoder/minilm.h"
+#include "tidegate/encoder/openai_embedder.h"
 #include "tidegate/common/log.h"
 #include "tidegate/kernels/gpu.h"
 
@@ -29,12 +29,12 @@ ModelDirChoice choose_model_dir(const std::string& configured) {
   namespace fs = std::filesystem;
   if (!configured.empty()) return {configured, "config", model_dir_problem(configured)};
   std::error_code ec;
-  const auto here = (fs::current_path(ec) / kDefaultMiniLMDir).lexically_normal().string();
+  const auto here = (fs::current_path(ec) / encoder::kDefaultMiniLMDir).lexically_normal().string();
   if (model_dir_problem(here).empty()) return {here, "default in the working directory", ""};
-  std::string error = "not set, and the default folder " + std::string(kDefaultMiniLMDir) +
+  std::string error = "not set, and the default folder " + std::string(encoder::kDefaultMiniLMDir) +
                       " is not a model folder in the working directory (" + here + ")";
 #ifdef TIDEGATE_SOURCE_ROOT
-  const auto tree = (fs::path(TIDEGATE_SOURCE_ROOT) / kDefaultMiniLMDir).lexically_normal().string();
+  const auto tree = (fs::path(TIDEGATE_SOURCE_ROOT) / encoder::kDefaultMiniLMDir).lexically_normal().string();
   if (model_dir_problem(tree).empty()) return {tree, "default in the source tree", ""};
   error += " nor in the source tree (" + tree + ")";
 #endif
@@ -55,11 +55,11 @@ std::string resolve_model_dir(const std::string& configured) {
 // auto/gpu: the CUDA encoder when a device answers, else the CPU one. One log line either way,
 // at warn level when the GPU was asked for explicitly: a cache setting should not keep the
 // gateway from starting on a CPU host, but the operator must be able to see the fallback.
-std::shared_ptr<Embedder> make_gpu_minilm(const EmbedderConfig& config, const std::string& model_dir) {
+std::shared_ptr<encoder::Embedder> make_gpu_minilm(const EmbedderConfig& config, const std::string& model_dir) {
   if (config.device == EmbedderConfig::Device::kCpu) return nullptr;
   const char* requested = config.device == EmbedderConfig::Device::kGpu ? "gpu" : "auto";
   std::string why;
-  std::unique_ptr<Embedder> gpu;
+  std::unique_ptr<encoder::Embedder> gpu;
   if (kernels::gpu_available(&why)) {
     kernels::GpuEncoderOptions options;
     options.max_batch = static_cast<std::size_t>(std::max(config.max_batch, 1));
@@ -106,23 +106,23 @@ IndexBackend choose_index_backend(const IndexConfig& config, std::size_t dim) {
   return b;
 }
 
-std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
+std::shared_ptr<encoder::Embedder> make_embedder(const EmbedderConfig& config) {
   if (config.type == "minilm") {
     const auto model_dir = resolve_model_dir(config.model_dir);
     if (auto gpu = make_gpu_minilm(config, model_dir)) return gpu;
-    MiniLMOptions options;
+    encoder::MiniLMOptions options;
     options.blas_threads = 1;  // parallelism comes from the cache's worker pool
     options.intra_op_threads = config.intra_op_threads;
     options.precision = config.precision;
-    return make_minilm_embedder(model_dir, options);
+    return encoder::make_minilm_embedder(model_dir, options);
   }
   if (config.type == "hash") {
-    HashEmbedderOptions options;
+    encoder::HashEmbedderOptions options;
     options.dim = static_cast<std::size_t>(config.dim);
-    return make_hash_embedder(options);
+    return encoder::make_hash_embedder(options);
   }
   if (config.type == "openai") {
-    OpenAIEmbedderOptions options;
+    encoder::OpenAIEmbedderOptions options;
     options.url = config.url;
     options.model = config.model;
     if (!config.api_key_env.empty())
@@ -130,21 +130,21 @@ std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config) {
     options.dim = static_cast<std::size_t>(config.dim);
     options.max_batch = static_cast<std::size_t>(config.max_batch);
     options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeout_s * 1000));
-    return make_openai_embedder(options);
+    return encoder::make_openai_embedder(options);
   }
   throw std::runtime_error("cache: embedder type '" + config.type + "' is not available in this build");
 }
 
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry,
-                                                   std::shared_ptr<Embedder> embedder) {
+                                                   std::shared_ptr<encoder::Embedder> embedder) {
   return make_semantic_cache(std::move(config), registry, std::move(embedder), nullptr);
 }
 
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry,
-                                                   std::shared_ptr<Embedder> embedder,
-                                                   std::shared_ptr<const PairScorer> verifier) {
+                                                   std::shared_ptr<encoder::Embedder> embedder,
+                                                   std::shared_ptr<const encoder::PairScorer> verifier) {
   if (!config || !config->enabled) return nullptr;
   if (!embedder) throw std::invalid_argument("make_semantic_cache: no embedder");
   return std::make_unique<SemanticCacheImpl>(std::move(config), registry, std::move(embedder), std::move(verifier));

@@ -109,8 +109,8 @@ bool FaissVectorIndex::remove(std::int64_t id) {
   return true;
 }
 
-std::vector<SearchHit> FaissVectorIndex::search(std::size_t nq, const float* queries, std::size_t k) const {
-  std::vector<SearchHit> out(nq * k);
+std::vector<encoder::SearchHit> FaissVectorIndex::search(std::size_t nq, const float* queries, std::size_t k) const {
+  std::vector<encoder::SearchHit> out(nq * k);
   if (nq == 0 || k == 0) return out;
   std::shared_lock lock(mu_);
   const auto total = labels_.size();
@@ -149,7 +149,7 @@ std::vector<SearchHit> FaissVectorIndex::search(std::size_t nq, const float* que
       if (p < 0 || static_cast<std::size_t>(p) >= total) continue;
       const auto id = labels_[static_cast<std::size_t>(p)];
       if (id < 0) continue;
-      out[q * k + filled++] = SearchHit{id, dist[q * kk + j]};
+      out[q * k + filled++] = encoder::SearchHit{id, dist[q * kk + j]};
     }
   }
   return out;

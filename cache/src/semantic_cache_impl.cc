@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "model_dir.h"
-#include "tidegate/cache/embed_batcher.h"
+#include "tidegate/encoder/embed_batcher.h"
 #include "tidegate/cache/policy.h"
 #include "tidegate/common/log.h"
 
@@ -24,18 +24,18 @@ LookupResult bypass_result(std::string reason) {
 }
 
 // Loads the verifier the config asks for; on failure says why (logged once by the caller).
-std::shared_ptr<const PairScorer> load_verifier(const CacheConfig& config, std::string& problem) {
+std::shared_ptr<const encoder::PairScorer> load_verifier(const CacheConfig& config, std::string& problem) {
   if (!config.verifier_needed()) return nullptr;
   try {
     const auto choice = choose_model_dir(config.embedder.type == "minilm" ? config.embedder.model_dir : "");
     if (!choice.error.empty()) throw std::runtime_error("MiniLM folder for the verifier's embeddings: " + choice.error);
-    PairVerifierOptions o;
+    encoder::PairVerifierOptions o;
     o.precision = config.verifier.precision;
     o.intra_op_threads = config.verifier.intra_op_threads;
-    auto v = PairVerifier::load(config.verifier.dir, MiniLMModel::load(choice.dir), o);
+    auto v = encoder::PairVerifier::load(config.verifier.dir, encoder::MiniLMModel::load(choice.dir), o);
     log::info("cache.verifier", {{"weights", v->weights_path()}, {"layers", v->layers()},
                                  {"precision", v->bf16() ? "bf16" : "fp32"}});
-    return std::shared_ptr<const PairScorer>(std::move(v));
+    return std::shared_ptr<const encoder::PairScorer>(std::move(v));
   } catch (const std::exception& e) {
     problem = e.what();
     return nullptr;
@@ -80,7 +80,7 @@ struct SemanticCacheImpl::LookupState {
 };
 
 SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
-                                     std::shared_ptr<Embedder> embedder, std::shared_ptr<const PairScorer> verifier)
+                                     std::shared_ptr<encoder::Embedder> embedder, std::shared_ptr<const encoder::PairScorer> verifier)
     : config_(std::move(config)),
       embedder_(std::move(embedder)),
       verifier_(std::move(verifier)),
@@ -88,11 +88,11 @@ SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, 
       index_backend_(choose_index_backend(config_->index, embedder_->dim())),
       store_(embedder_->dim(), config_->index, config_->max_entries, config_->max_bytes, index_backend_.gpu),
       workers_(config_->workers) {
-  EmbedBatcherOptions bo;
+  encoder::EmbedBatcherOptions bo;
   bo.threads = static_cast<std::size_t>(config_->embedder.threads);
   bo.max_batch = static_cast<std::size_t>(config_->embedder.max_batch);
   bo.max_queue = config_->max_queue;
-  batcher_ = std::make_unique<EmbedBatcher>(embedder_, bo);
+  batcher_ = std::make_unique<encoder::EmbedBatcher>(embedder_, bo);
   auditor_ = std::make_unique<Auditor>(config_, registry, *batcher_);
   if (!verifier_ && config_->verifier_needed()) {
     verifier_ = load_verifier(*config_, verifier_problem_);
@@ -215,11 +215,11 @@ void SemanticCacheImpl::embed_failed(const std::shared_ptr<LookupState>& state, 
   std::string what;
   try {
     std::rethrow_exception(error);
-  } catch (const EmbedBatcherError& e) {
+  } catch (const encoder::EmbedBatcherError& e) {
     switch (e.reason()) {
-      case EmbedBatcherError::Reason::kDeadline: reason = "timeout"; break;
-      case EmbedBatcherError::Reason::kOverloaded: reason = "overloaded"; break;
-      case EmbedBatcherError::Reason::kShutdown: reason = "shutdown"; break;
+      case encoder::EmbedBatcherError::Reason::kDeadline: reason = "timeout"; break;
+      case encoder::EmbedBatcherError::Reason::kOverloaded: reason = "overloaded"; break;
+      case encoder::EmbedBatcherError::Reason::kShutdown: reason = "shutdown"; break;
     }
     what = e.what();
   } catch (const std::exception& e) {

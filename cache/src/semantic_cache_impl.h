@@ -11,10 +11,10 @@
 #include "cache_metrics.h"
 #include "deadline_watch.h"
 #include "tidegate/cache/cache_config.h"
-#include "tidegate/cache/embed_batcher.h"
-#include "tidegate/cache/embedder.h"
+#include "tidegate/encoder/embed_batcher.h"
+#include "tidegate/encoder/embedder.h"
 #include "tidegate/cache/entry_store.h"
-#include "tidegate/cache/pair_verifier.h"
+#include "tidegate/encoder/pair_verifier.h"
 #include "tidegate/cache/persistence.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "worker_pool.h"
@@ -48,7 +48,7 @@ class SemanticCacheImpl final : public SemanticCache {
   // `verifier`: null loads the pair verifier from config->verifier when a pool needs it; a
   // verifier that cannot be loaded is logged once and those pools decide on cosine.
   SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, prometheus::Registry& registry,
-                    std::shared_ptr<Embedder> embedder, std::shared_ptr<const PairScorer> verifier = nullptr);
+                    std::shared_ptr<encoder::Embedder> embedder, std::shared_ptr<const encoder::PairScorer> verifier = nullptr);
   ~SemanticCacheImpl() override;
 
   CachePlan plan(const RequestView& request) const override;
@@ -91,8 +91,8 @@ class SemanticCacheImpl final : public SemanticCache {
   void update_gauges();
 
   const std::shared_ptr<const CacheConfig> config_;
-  const std::shared_ptr<Embedder> embedder_;
-  std::shared_ptr<const PairScorer> verifier_;  // null: every pool decides on cosine
+  const std::shared_ptr<encoder::Embedder> embedder_;
+  std::shared_ptr<const encoder::PairScorer> verifier_;  // null: every pool decides on cosine
   std::string verifier_problem_;                // why the verifier is not used, when a pool wanted it
   mutable CacheMetrics metrics_;
   const IndexBackend index_backend_;
@@ -109,7 +109,7 @@ class SemanticCacheImpl final : public SemanticCache {
   std::atomic<bool> stopped_{false};
   DeadlineWatch watch_;
   WorkerPool workers_;
-  std::unique_ptr<EmbedBatcher> batcher_;  // the encoder's threads; lookups then search on workers_
+  std::unique_ptr<encoder::EmbedBatcher> batcher_;  // the encoder's threads; lookups then search on workers_
   std::unique_ptr<Auditor> auditor_;       // judges on batcher_, so declared after it
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

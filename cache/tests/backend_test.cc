@@ -12,11 +12,12 @@
 
 #include "test_embedder.h"
 #include "tidegate/cache/cache_factory.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #include "tidegate/common/log.h"
 #include "tidegate/kernels/gpu.h"
 
 using namespace tidegate::cache;
+namespace encoder = tidegate::encoder;
 
 namespace {
 
@@ -29,7 +30,7 @@ struct Harness {
   prometheus::Registry registry;
   std::unique_ptr<SemanticCache> cache;
 
-  Harness(CacheConfig cfg, std::shared_ptr<Embedder> embedder) {
+  Harness(CacheConfig cfg, std::shared_ptr<encoder::Embedder> embedder) {
     cfg.enabled = true;
     auto c = std::make_shared<const CacheConfig>(std::move(cfg));
     cache = embedder ? make_semantic_cache(c, registry, std::move(embedder)) : make_semantic_cache(c, registry);
@@ -82,7 +83,7 @@ class LogCapture {
   std::filesystem::path path_;
 };
 
-std::string model_dir() { return std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultMiniLMDir; }
+std::string model_dir() { return std::string(TIDEGATE_SOURCE_ROOT) + "/" + encoder::kDefaultMiniLMDir; }
 bool have_model() { return std::filesystem::exists(model_dir() + "/model.safetensors"); }
 
 }  // namespace

@@ -7,11 +7,12 @@
 #include <fstream>
 
 #include "tidegate/cache/cache_config.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #include "tidegate/cache/semantic_cache.h"
 #include "tidegate/common/config_error.h"
 
 using namespace tidegate::cache;
+namespace encoder = tidegate::encoder;
 namespace fs = std::filesystem;
 
 namespace {
@@ -28,7 +29,7 @@ class ScratchDir : public ::testing::Environment {
  public:
   static fs::path root() { return fs::temp_directory_path() / ("tidegate-cache-config-" + std::to_string(::getpid())); }
   void SetUp() override {
-    make_model_folder(root() / "work" / kDefaultMiniLMDir);
+    make_model_folder(root() / "work" / encoder::kDefaultMiniLMDir);
     previous_ = fs::current_path();
     fs::current_path(root() / "work");
   }
@@ -177,11 +178,11 @@ TEST(CacheConfig, IntraOpThreads) {
 }
 
 TEST(CacheConfig, EncoderPrecision) {
-  EXPECT_EQ(parse("cache: {enabled: true}\n")->embedder.precision, MiniLMPrecision::kAuto);
-  EXPECT_EQ(parse("cache:\n  embedder: {precision: fp32}\n")->embedder.precision, MiniLMPrecision::kFp32);
+  EXPECT_EQ(parse("cache: {enabled: true}\n")->embedder.precision, encoder::MiniLMPrecision::kAuto);
+  EXPECT_EQ(parse("cache:\n  embedder: {precision: fp32}\n")->embedder.precision, encoder::MiniLMPrecision::kFp32);
   const char* bf16 = "cache:\n  embedder:\n    type: minilm\n    precision: bf16\n";
-  if (minilm_bf16_supported()) {
-    EXPECT_EQ(parse(bf16)->embedder.precision, MiniLMPrecision::kBf16);
+  if (encoder::minilm_bf16_supported()) {
+    EXPECT_EQ(parse(bf16)->embedder.precision, encoder::MiniLMPrecision::kBf16);
   } else {
     try {
       parse(bf16);
@@ -278,7 +279,7 @@ TEST(CacheConfig, VerifierTiers) {
   EXPECT_DOUBLE_EQ(c->verifier.floor, 0.75);
   EXPECT_DOUBLE_EQ(c->verifier.timeout_s, 0.02);
   EXPECT_EQ(c->verifier.intra_op_threads, 2);
-  EXPECT_EQ(c->verifier.precision, MiniLMPrecision::kFp32);
+  EXPECT_EQ(c->verifier.precision, encoder::MiniLMPrecision::kFp32);
   EXPECT_DOUBLE_EQ(c->verifier.confidence, 0.9);
   ASSERT_TRUE(c->verifier_needed());
   ASSERT_NE(c->calibration_for("any"), nullptr);

@@ -7,6 +7,7 @@
 #include "../src/fast_flat_ip.h"
 
 using namespace tidegate::cache;
+namespace encoder = tidegate::encoder;
 
 namespace {
 
@@ -123,7 +124,7 @@ TEST_P(HnswStorage, PrefetchingSearchAgreesWithFaissSearch) {
     for (std::size_t j = 0; j < kDim; ++j) q[i * kDim + j] = 0.3f * q[i * kDim + j] + v[((i * 61) % kN) * kDim + j];
   // One query per call, as the cache searches: the prefetching loop runs for small calls only.
   auto one_by_one = [&] {
-    std::vector<SearchHit> hits;
+    std::vector<encoder::SearchHit> hits;
     for (std::size_t i = 0; i < kQ; ++i) {
       const auto h = ix.search(1, q.data() + i * kDim, kK);
       hits.insert(hits.end(), h.begin(), h.end());

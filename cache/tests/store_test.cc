@@ -4,6 +4,7 @@
 #include "tidegate/cache/entry_store.h"
 
 using namespace tidegate::cache;
+namespace encoder = tidegate::encoder;
 
 namespace {
 
@@ -131,7 +132,7 @@ TEST(EntryStore, BigScopeMovesToGpuIndexAndStaysIsolated) {
   cfg.flat_max = 8;
   int made = 0;
   bool fail = false;
-  EntryStore store(32, cfg, 10000, 1ull << 30, [&]() -> std::unique_ptr<VectorIndex> {
+  EntryStore store(32, cfg, 10000, 1ull << 30, [&]() -> std::unique_ptr<encoder::VectorIndex> {
     if (fail) return nullptr;
     ++made;
     return std::make_unique<FaissVectorIndex>(32, IndexConfig{}, IndexConfig::Type::kFlat);

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "tidegate/cache/embedder.h"
+#include "tidegate/encoder/embedder.h"
 
 namespace tidegate::cache::fakes {
 
-class WordEmbedder final : public Embedder {
+class WordEmbedder final : public encoder::Embedder {
  public:
   explicit WordEmbedder(std::size_t dim = 64) : dim_(dim) {}
   std::size_t dim() const override { return dim_; }

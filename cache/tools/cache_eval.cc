@@ -18,12 +18,13 @@
 #include "tidegate/cache/cache_factory.h"
 #include "tidegate/cache/calibration.h"
 #include "tidegate/cache/faiss_index.h"
-#include "tidegate/cache/pair_verifier.h"
+#include "tidegate/encoder/pair_verifier.h"
 #include "tidegate/cache/policy.h"
 #include "csv.h"
 #include "tier_report.h"
 
 using namespace tidegate::cache;
+namespace encoder = tidegate::encoder;
 
 namespace {
 
@@ -32,7 +33,7 @@ struct Pair {
   bool dup = false;
 };
 
-std::vector<float> embed_all(Embedder& e, const std::vector<std::string>& texts, const char* what) {
+std::vector<float> embed_all(encoder::Embedder& e, const std::vector<std::string>& texts, const char* what) {
   std::vector<float> out;
   out.reserve(texts.size() * e.dim());
   constexpr std::size_t kBatch = 32;
@@ -263,11 +264,11 @@ int main(int argc, char** argv) {
       in.candidates = candidates_flag.value_or(config->verifier.candidates);
       in.floor = floor_flag.value_or(config->verifier.floor);
       in.confidence = config->verifier.confidence;
-      const auto minilm = MiniLMModel::load(ecfg.type == "minilm" && !ecfg.model_dir.empty() ? ecfg.model_dir
+      const auto minilm = encoder::MiniLMModel::load(ecfg.type == "minilm" && !ecfg.model_dir.empty() ? ecfg.model_dir
                                                                                             : resolve_minilm_dir());
-      PairVerifierOptions vo;
+      encoder::PairVerifierOptions vo;
       vo.precision = config->verifier.precision;
-      const auto verifier = PairVerifier::load(verifier_dir, minilm, vo);
+      const auto verifier = encoder::PairVerifier::load(verifier_dir, minilm, vo);
       out["tiers"] = tier_report(in, *verifier, calibration_out);
     }
     std::cout << boost::json::serialize(out) << "\n";

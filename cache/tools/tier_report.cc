@@ -222,7 +222,7 @@ std::string resolve_minilm_dir() {
   return choice.dir;
 }
 
-boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifier, const std::string& calibration_out) {
+boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifier& verifier, const std::string& calibration_out) {
   const auto& q1 = *in.q1;
   const auto& q2 = *in.q2;
   const std::size_t n = q1.size();
@@ -244,11 +244,11 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
   // Per lookup: its kept candidates (top k above the floor that pass the guard) and their cosines.
   std::vector<std::vector<std::size_t>> kept(n);
   std::vector<std::vector<float>> kept_cos(n);
-  std::vector<PairTokens> pairs;
+  std::vector<encoder::PairTokens> pairs;
   std::vector<std::size_t> pair_owner;
   for (std::size_t i = 0; i < n; ++i) {
     cosine[i].duplicate = guarded[i].duplicate = verified[i].duplicate = in.duplicate[i];
-    const SearchHit* h = &hits[i * fetch];
+    const encoder::SearchHit* h = &hits[i * fetch];
     if (h[0].id >= 0) {
       const auto j = static_cast<std::size_t>(h[0].id);
       cosine[i].score = h[0].score;
@@ -276,7 +276,7 @@ boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifi
   prob.reserve(pairs.size());
   constexpr std::size_t kChunk = 64;
   for (std::size_t s = 0; s < pairs.size(); s += kChunk) {
-    std::vector<PairTokens> chunk(pairs.begin() + static_cast<std::ptrdiff_t>(s),
+    std::vector<encoder::PairTokens> chunk(pairs.begin() + static_cast<std::ptrdiff_t>(s),
                                   pairs.begin() + static_cast<std::ptrdiff_t>(std::min(pairs.size(), s + kChunk)));
     const auto p = verifier.score(chunk);
     prob.insert(prob.end(), p.begin(), p.end());

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tidegate/cache/pair_verifier.h"
+#include "tidegate/encoder/pair_verifier.h"
 
 namespace tidegate::cache {
 
@@ -28,6 +28,6 @@ std::string resolve_minilm_dir();
 
 // `calibration_out` (optional): writes the verifier's calibration rows of the even half
 // ("score,correct"), the file the cache reads as calibration.csv.
-boost::json::object tier_report(const TierInputs& in, const PairVerifier& verifier, const std::string& calibration_out);
+boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifier& verifier, const std::string& calibration_out);
 
 }  // namespace tidegate::cache

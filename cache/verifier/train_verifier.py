@@ -13,7 +13,7 @@ tensor names of the shipped MiniLM (all-MiniLM-L6-v2), so the C++ encoder runtim
     B = cached prompt);
   * a head on the [CLS] vector: classifier.weight [1, 384], classifier.bias [1].
 
-Input, exactly as the C++ runtime builds it (cache/encoder/src/pair_verifier.cc):
+Input, exactly as the C++ runtime builds it (encoder/src/pair_verifier.cc):
   [CLS] a [SEP] b [SEP], a and b WordPiece-tokenised without specials and cut longest-first
   (drop the last token of the longer side; ties drop from b) to MAX_TOKENS in all;
   token types 0 for [CLS] a [SEP], 1 for b [SEP].
@@ -35,8 +35,8 @@ Shipped weights (cache/verifier/model, 2026-12-03), two runs on the shared 2-cor
 it was shared; manifest.json is the second run's). Still short of the design's 2 epochs (about
 4,900 steps: under an hour on a quiet box); bench/RESULTS.md has what it gives.
 --init/--skip continue a run on further items. fixtures.json (24 held-out pairs: ids, token types,
-torch's probability on the bf16 weights) is what cache/encoder's parity test checks.
-The C++ runtime: cache/encoder/src/pair_verifier.cc; calibration.csv beside the weights is
+torch's probability on the bf16 weights) is what encoder's parity test checks.
+The C++ runtime: encoder/src/pair_verifier.cc; calibration.csv beside the weights is
 written by tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
 """
 import argparse

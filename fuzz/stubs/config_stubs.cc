@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model_dir.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 
 namespace fuzz {
 std::string g_default_model_dir;  // set by the config target's LLVMFuzzerInitialize
@@ -33,11 +33,15 @@ ModelDirChoice choose_model_dir(const std::string& configured) {
   return {"", "", "not set, and no default model folder"};
 }
 
+}  // namespace tidegate::cache
+
+namespace tidegate::encoder {
+
 // Both answers are reachable on real hosts; false makes `precision: bf16` a ConfigError, the
 // path a host without AVX512-BF16 takes (the true path is plain assignment).
 bool minilm_bf16_supported() { return false; }
 
-}  // namespace tidegate::cache
+}  // namespace tidegate::encoder
 
 // scaler/src/policy.cc holds validate(), which parse_scaler_config runs, and decide(), which
 // only the running scaler calls; decide()'s planners are not linked here.

@@ -43,9 +43,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (::ftruncate(g_fd, 0) != 0 || ::pwrite(g_fd, data, size, 0) != static_cast<ssize_t>(size)) std::abort();
-  std::unique_ptr<tidegate::cache::SafeTensorsFile> file;
+  std::unique_ptr<tidegate::encoder::SafeTensorsFile> file;
   try {
-    file = std::make_unique<tidegate::cache::SafeTensorsFile>(g_path);
+    file = std::make_unique<tidegate::encoder::SafeTensorsFile>(g_path);
   } catch (const std::runtime_error&) {
     return 0;
   }

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 
-using tidegate::cache::WordPieceTokenizer;
+using tidegate::encoder::WordPieceTokenizer;
 
 namespace {
 

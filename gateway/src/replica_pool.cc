@@ -1,6 +1,5 @@
 #include "replica_pool.h"
 
-#include "tidegate/scaler/policy.h"
 
 #include <algorithm>
 

@@ -16,7 +16,7 @@
 #include "tidegate/kernels/half.h"
 
 #if TIDEGATE_KERNELS_WITH_MINILM
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #endif
 
 namespace tidegate::kernels {
@@ -53,7 +53,7 @@ struct LayerDev {
 // The forward pass. Not thread-safe: only the batcher thread calls run().
 class GpuMiniLM final {
  public:
-  explicit GpuMiniLM(const cache::MiniLMWeights& w) : cfg_(w.config) {
+  explicit GpuMiniLM(const encoder::MiniLMWeights& w) : cfg_(w.config) {
     const std::size_t h = cfg_.hidden, inter = cfg_.intermediate;
     if (h % cfg_.heads != 0) throw std::invalid_argument("hidden size not divisible by heads");
     word_ = upload_half(w.word_embeddings, cfg_.vocab_size * h);
@@ -180,7 +180,7 @@ class GpuMiniLM final {
                  "attention values");
   }
 
-  const cache::MiniLMConfig cfg_;
+  const encoder::MiniLMConfig cfg_;
   detail::Stream stream_;
   cublasHandle_t blas_ = nullptr;
   DeviceBuffer<__half> word_, pos_, type0_;
@@ -191,9 +191,9 @@ class GpuMiniLM final {
   DeviceBuffer<float> scores_, pooled_;
 };
 
-class GpuMiniLMEmbedder final : public cache::Embedder {
+class GpuMiniLMEmbedder final : public encoder::Embedder {
  public:
-  GpuMiniLMEmbedder(std::shared_ptr<const cache::MiniLMModel> model, const GpuEncoderOptions& options)
+  GpuMiniLMEmbedder(std::shared_ptr<const encoder::MiniLMModel> model, const GpuEncoderOptions& options)
       : model_(std::move(model)),
         max_tokens_(options.max_seq_length ? std::min(options.max_seq_length, model_->weights().config.max_seq_length)
                                            : model_->weights().config.max_seq_length),
@@ -216,7 +216,7 @@ class GpuMiniLMEmbedder final : public cache::Embedder {
   }
 
  private:
-  const std::shared_ptr<const cache::MiniLMModel> model_;
+  const std::shared_ptr<const encoder::MiniLMModel> model_;
   const std::size_t max_tokens_;
   const std::unique_ptr<GpuMiniLM> engine_;
   detail::MicroBatcher batcher_;  // last: its thread stops before the engine goes away
@@ -224,11 +224,11 @@ class GpuMiniLMEmbedder final : public cache::Embedder {
 
 }  // namespace
 
-std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string& model_dir,
+std::unique_ptr<encoder::Embedder> make_gpu_minilm_embedder(const std::string& model_dir,
                                                           const GpuEncoderOptions& options, std::string* why) {
   if (!gpu_available(why)) return nullptr;
   try {
-    auto e = std::make_unique<GpuMiniLMEmbedder>(cache::MiniLMModel::load(model_dir), options);
+    auto e = std::make_unique<GpuMiniLMEmbedder>(encoder::MiniLMModel::load(model_dir), options);
     log::info("gpu_encoder_ready", {{"model_dir", model_dir}, {"max_batch", options.max_batch},
                                     {"max_wait_us", options.max_wait_us}});
     return e;
@@ -240,9 +240,9 @@ std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string& mod
 
 #else  // the CPU encoder library (loader, tokenizer) is not part of this build
 
-std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string&, const GpuEncoderOptions&,
+std::unique_ptr<encoder::Embedder> make_gpu_minilm_embedder(const std::string&, const GpuEncoderOptions&,
                                                           std::string* why) {
-  if (why) *why = "built without the MiniLM loader (tidegate_cache_encoder target absent)";
+  if (why) *why = "built without the MiniLM loader (tidegate_encoder target absent)";
   return nullptr;
 }
 

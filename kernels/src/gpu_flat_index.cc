@@ -1,4 +1,4 @@
-// The CUDA flat index behind cache::VectorIndex. The device holds the fp16 matrix and a validity
+// The CUDA flat index behind encoder::VectorIndex. The device holds the fp16 matrix and a validity
 // byte per slot; the host keeps the slot <-> id map, so remove() is a one-byte write and freed
 // slots are refilled by later adds.
 #include <algorithm>
@@ -27,7 +27,7 @@ constexpr std::size_t kAddChunkRows = 1 << 16;  // bounds the staging memory of 
 
 std::size_t round_up(std::size_t v, std::size_t m) { return (v + m - 1) / m * m; }
 
-class GpuFlatIndex final : public cache::VectorIndex {
+class GpuFlatIndex final : public encoder::VectorIndex {
  public:
   explicit GpuFlatIndex(std::size_t dim) : dim_(dim), ld_(round_up(dim, 16)) {
     TG_CUDA_CHECK(cudaSetDevice(0));
@@ -78,10 +78,10 @@ class GpuFlatIndex final : public cache::VectorIndex {
     return true;
   }
 
-  std::vector<cache::SearchHit> search(std::size_t nq, const float* queries, std::size_t k) const override {
+  std::vector<encoder::SearchHit> search(std::size_t nq, const float* queries, std::size_t k) const override {
     if (k > kGpuMaxK)
       throw std::invalid_argument("gpu-flat answers k <= " + std::to_string(kGpuMaxK) + ", asked " + std::to_string(k));
-    std::vector<cache::SearchHit> out(nq * k);
+    std::vector<encoder::SearchHit> out(nq * k);
     if (nq == 0 || k == 0) return out;
     std::lock_guard lock(mu_);
     const std::size_t rows = slots_.used_slots();
@@ -216,19 +216,19 @@ class GpuFlatIndex final : public cache::VectorIndex {
 
 }  // namespace
 
-bool enable_gpu_flat_kernel_timing(cache::VectorIndex& index) {
+bool enable_gpu_flat_kernel_timing(encoder::VectorIndex& index) {
   auto* gpu = dynamic_cast<GpuFlatIndex*>(&index);
   if (!gpu) return false;
   gpu->enable_timing();
   return true;
 }
 
-std::optional<double> gpu_flat_last_kernel_ms(const cache::VectorIndex& index) {
+std::optional<double> gpu_flat_last_kernel_ms(const encoder::VectorIndex& index) {
   const auto* gpu = dynamic_cast<const GpuFlatIndex*>(&index);
   return gpu ? gpu->last_kernel_ms() : std::nullopt;
 }
 
-std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why) {
+std::unique_ptr<encoder::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why) {
   if (dim == 0 || dim % 8 != 0 || dim > 2048) {
     if (why) *why = "gpu-flat needs dim to be a positive multiple of 8, at most 2048 (got " + std::to_string(dim) + ")";
     return nullptr;

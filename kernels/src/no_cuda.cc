@@ -22,15 +22,15 @@ std::optional<DeviceInfo> describe_device(bool, std::string* why) {
   return std::nullopt;
 }
 
-std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t, std::string* why) {
+std::unique_ptr<encoder::VectorIndex> make_gpu_flat_index(std::size_t, std::string* why) {
   set(why);
   return nullptr;
 }
 
-bool enable_gpu_flat_kernel_timing(cache::VectorIndex&) { return false; }
-std::optional<double> gpu_flat_last_kernel_ms(const cache::VectorIndex&) { return std::nullopt; }
+bool enable_gpu_flat_kernel_timing(encoder::VectorIndex&) { return false; }
+std::optional<double> gpu_flat_last_kernel_ms(const encoder::VectorIndex&) { return std::nullopt; }
 
-std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string&, const GpuEncoderOptions&,
+std::unique_ptr<encoder::Embedder> make_gpu_minilm_embedder(const std::string&, const GpuEncoderOptions&,
                                                           std::string* why) {
   set(why);
   return nullptr;

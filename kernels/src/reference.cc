@@ -6,11 +6,11 @@
 
 namespace tidegate::kernels::ref {
 
-std::vector<cache::SearchHit> flat_topk(const float* rows, const std::int64_t* ids, std::size_t n,
+std::vector<encoder::SearchHit> flat_topk(const float* rows, const std::int64_t* ids, std::size_t n,
                                         std::size_t dim, const float* queries, std::size_t nq,
                                         std::size_t k) {
-  std::vector<cache::SearchHit> out(nq * k);
-  std::vector<cache::SearchHit> all(n);
+  std::vector<encoder::SearchHit> out(nq * k);
+  std::vector<encoder::SearchHit> all(n);
   for (std::size_t q = 0; q < nq; ++q) {
     const float* qv = queries + q * dim;
     for (std::size_t r = 0; r < n; ++r) {
@@ -21,7 +21,7 @@ std::vector<cache::SearchHit> flat_topk(const float* rows, const std::int64_t* i
     }
     const std::size_t take = std::min(k, n);
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(take), all.end(),
-                      [](const cache::SearchHit& a, const cache::SearchHit& b) {
+                      [](const encoder::SearchHit& a, const encoder::SearchHit& b) {
                         return a.score != b.score ? a.score > b.score : a.id < b.id;
                       });
     std::copy_n(all.begin(), take, out.begin() + static_cast<std::ptrdiff_t>(q * k));

@@ -196,14 +196,14 @@ TEST(MicroBatcher, DeadlinesAndFailuresReachTheCaller) {
 }
 
 // A CPU index: the timing hooks must recognise it as not gpu-flat.
-class ListIndex final : public cache::VectorIndex {
+class ListIndex final : public encoder::VectorIndex {
  public:
   std::size_t dim() const override { return 8; }
   std::size_t size() const override { return 0; }
   void add(std::size_t, const float*, const std::int64_t*) override {}
   bool remove(std::int64_t) override { return false; }
-  std::vector<cache::SearchHit> search(std::size_t nq, const float*, std::size_t k) const override {
-    return std::vector<cache::SearchHit>(nq * k);
+  std::vector<encoder::SearchHit> search(std::size_t nq, const float*, std::size_t k) const override {
+    return std::vector<encoder::SearchHit>(nq * k);
   }
 };
 

@@ -8,7 +8,7 @@
 #include "gpu_test_util.h"
 
 #if TIDEGATE_KERNELS_WITH_MINILM
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 #endif
 
 namespace tidegate::kernels {
@@ -25,22 +25,22 @@ std::vector<std::string> sample_texts() {
 TEST(GpuEncoder, MatchesCpuEncoderAndIsBatchInvariant) {
   TG_SKIP_WITHOUT_GPU();
 #if !TIDEGATE_KERNELS_WITH_MINILM
-  GTEST_SKIP() << "built without tidegate_cache_encoder (the MiniLM loader)";
+  GTEST_SKIP() << "built without tidegate_encoder (the MiniLM loader)";
 #else
-  const std::string dir = std::string(TIDEGATE_SOURCE_ROOT) + "/" + cache::kDefaultMiniLMDir;
+  const std::string dir = std::string(TIDEGATE_SOURCE_ROOT) + "/" + encoder::kDefaultMiniLMDir;
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "model not unpacked at " << dir;
   std::string why;
   auto gpu = make_gpu_minilm_embedder(dir, GpuEncoderOptions{}, &why);
   ASSERT_NE(gpu, nullptr) << why;
   // The CPU encoder's own parity entry point (fp32) on the same token ids is the reference.
-  const auto model = cache::MiniLMModel::load(dir);
+  const auto model = encoder::MiniLMModel::load(dir);
   EXPECT_EQ(gpu->dim(), model->weights().config.hidden);
   const auto texts = sample_texts();
   std::vector<std::vector<std::int32_t>> ids;
   for (const auto& t : texts) ids.push_back(model->tokenizer().encode(t, model->weights().config.max_seq_length));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   const auto g = gpu->embed(texts, deadline);
-  const auto c = cache::minilm_forward(model->weights(), ids);
+  const auto c = encoder::minilm_forward(model->weights(), ids);
   ASSERT_EQ(g.size(), c.size());
   const std::size_t dim = gpu->dim();
   for (std::size_t t = 0; t < texts.size(); ++t) {

@@ -31,7 +31,7 @@ float dot(const float* a, const float* b, std::size_t dim) {
 }
 
 // Compares GPU hits against the reference over the live rows (rows/ids as the reference sees them).
-void expect_matches(const std::vector<cache::SearchHit>& got, const std::vector<float>& rows,
+void expect_matches(const std::vector<encoder::SearchHit>& got, const std::vector<float>& rows,
                     const std::vector<std::int64_t>& ids, std::size_t dim, const std::vector<float>& queries,
                     std::size_t nq, std::size_t k) {
   const auto want = ref::flat_topk(rows.data(), ids.data(), ids.size(), dim, queries.data(), nq, k);

@@ -24,7 +24,7 @@ struct CacheHarness {
   prometheus::Registry registry;
   std::unique_ptr<SemanticCache> cache;
 
-  explicit CacheHarness(CacheConfig cfg, std::shared_ptr<const PairScorer> verifier = nullptr) {
+  explicit CacheHarness(CacheConfig cfg, std::shared_ptr<const encoder::PairScorer> verifier = nullptr) {
     cfg.enabled = true;
     cache = make_semantic_cache(std::make_shared<const CacheConfig>(std::move(cfg)), registry, embedder,
                                 std::move(verifier));

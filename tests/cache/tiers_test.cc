@@ -7,6 +7,7 @@
 #include "cache_fixture.h"
 
 using namespace tidegate::cache;
+namespace encoder = tidegate::encoder;
 using namespace tidegate::cache::fakes;
 
 namespace {
@@ -14,7 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Probability by candidate text (default 0); can throw or be slow.
-class ScriptedVerifier final : public PairScorer {
+class ScriptedVerifier final : public encoder::PairScorer {
  public:
   std::vector<float> verify(std::string_view query, const std::vector<std::string>& candidates,
                             Clock::time_point deadline) const override {
@@ -215,7 +216,7 @@ TEST(CacheTiers, UnloadableVerifierFallsBackToCosineAndSaysWhy) {
 }
 
 TEST(CacheTiers, LoadsTheShippedVerifier) {
-  const std::string minilm = std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultMiniLMDir;
+  const std::string minilm = std::string(TIDEGATE_SOURCE_ROOT) + "/" + encoder::kDefaultMiniLMDir;
   const std::string dir = std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultVerifierDir;
   if (!std::filesystem::exists(minilm + "/model.safetensors"))
     GTEST_SKIP() << "MiniLM weights not installed (run scripts/setup.sh); looked in " << minilm;

@@ -11,7 +11,7 @@
 
 #include "tidegate/cache/audit.h"
 #include "tidegate/cache/calibration.h"
-#include "tidegate/cache/minilm.h"
+#include "tidegate/encoder/minilm.h"
 
 namespace tidegate::cache {
 
@@ -24,7 +24,7 @@ struct EmbedderConfig {
   std::string type = "minilm";  // minilm | openai | hash
   Device device = Device::kAuto;
   // Dense-layer arithmetic of the CPU minilm encoder (the GPU one runs fp16 regardless).
-  MiniLMPrecision precision = MiniLMPrecision::kAuto;
+  encoder::MiniLMPrecision precision = encoder::MiniLMPrecision::kAuto;
   std::string model_dir;        // minilm: folder with model.safetensors + vocab.txt
   std::string url;              // openai: base URL, e.g. http://127.0.0.1:8080/v1
   std::string model;            // openai: model name sent in the request
@@ -74,7 +74,7 @@ struct VerifierConfig {
   // Folder with verifier.safetensors and calibration.csv. Empty: kDefaultVerifierDir in the
   // working directory, then in the source tree. Resolved by the parser.
   std::string dir;
-  MiniLMPrecision precision = MiniLMPrecision::kAuto;
+  encoder::MiniLMPrecision precision = encoder::MiniLMPrecision::kAuto;
   double timeout_s = 0.05;   // one lookup's verifier call; past it the lookup is a miss
   int intra_op_threads = 1;  // threads one verifier call may use
   std::size_t candidates = 4;  // top-k from the scope's index...

@@ -5,24 +5,24 @@
 #include <memory>
 
 #include "tidegate/cache/cache_config.h"
-#include "tidegate/cache/embedder.h"
-#include "tidegate/cache/pair_verifier.h"
+#include "tidegate/encoder/embedder.h"
+#include "tidegate/encoder/pair_verifier.h"
 #include "tidegate/cache/semantic_cache.h"
 
 namespace tidegate::cache {
 
 // Throws std::runtime_error naming what is wrong (e.g. the model folder is missing).
-std::shared_ptr<Embedder> make_embedder(const EmbedderConfig& config);
+std::shared_ptr<encoder::Embedder> make_embedder(const EmbedderConfig& config);
 
 // Returns nullptr when config->enabled is false. A data directory that cannot be read is
 // reported and skipped: the cache then starts empty (or memory-only) rather than failing.
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry,
-                                                   std::shared_ptr<Embedder> embedder);
+                                                   std::shared_ptr<encoder::Embedder> embedder);
 // With a ready-made pair verifier (tests); null loads it from config->verifier as above.
 std::unique_ptr<SemanticCache> make_semantic_cache(std::shared_ptr<const CacheConfig> config,
                                                    prometheus::Registry& registry,
-                                                   std::shared_ptr<Embedder> embedder,
-                                                   std::shared_ptr<const PairScorer> verifier);
+                                                   std::shared_ptr<encoder::Embedder> embedder,
+                                                   std::shared_ptr<const encoder::PairScorer> verifier);
 
 }  // namespace tidegate::cache

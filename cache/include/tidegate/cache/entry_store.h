@@ -58,7 +58,7 @@ class EntryStore final {
  public:
   using EvictFn = std::function<void(const Entry&, EvictReason)>;
   // Makes an empty GPU index of the store's dim, or nullptr (device full, CUDA error).
-  using IndexFactory = std::function<std::unique_ptr<VectorIndex>()>;
+  using IndexFactory = std::function<std::unique_ptr<encoder::VectorIndex>()>;
   // `gpu_index` is used only when index.type is kGpuFlat; without it kGpuFlat acts as kHnsw.
   EntryStore(std::size_t dim, IndexConfig index, std::uint64_t max_entries, std::uint64_t max_bytes,
              IndexFactory gpu_index = {});
@@ -98,10 +98,10 @@ class EntryStore final {
   };
   struct Scope {
     std::shared_ptr<FaissVectorIndex> index;  // CPU; null once the scope moved to the GPU
-    std::unique_ptr<VectorIndex> gpu;
+    std::unique_ptr<encoder::VectorIndex> gpu;
     std::unordered_map<std::string, std::uint64_t> by_text;
     std::unordered_map<std::string, std::uint64_t> by_normal;  // sha256 of the normalised text
-    VectorIndex& active() const { return gpu ? *gpu : *index; }
+    encoder::VectorIndex& active() const { return gpu ? *gpu : *index; }
   };
   bool erase_locked(std::uint64_t id, EvictReason reason, const EvictFn& on_evict);
   void maybe_promote_to_gpu_locked(const std::string& scope_key);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tidegate/cache/cache_config.h"
-#include "tidegate/cache/vector_index.h"
+#include "tidegate/encoder/vector_index.h"
 
 namespace faiss {
 struct Index;
@@ -19,7 +19,7 @@ struct Index;
 
 namespace tidegate::cache {
 
-class FaissVectorIndex final : public VectorIndex {
+class FaissVectorIndex final : public encoder::VectorIndex {
  public:
   FaissVectorIndex(std::size_t dim, const IndexConfig& config, IndexConfig::Type type);
   ~FaissVectorIndex() override;
@@ -28,7 +28,7 @@ class FaissVectorIndex final : public VectorIndex {
   std::size_t size() const override;  // live vectors
   void add(std::size_t n, const float* vectors, const std::int64_t* ids) override;
   bool remove(std::int64_t id) override;
-  std::vector<SearchHit> search(std::size_t nq, const float* queries, std::size_t k) const override;
+  std::vector<encoder::SearchHit> search(std::size_t nq, const float* queries, std::size_t k) const override;
 
   IndexConfig::Type type() const;
   // Small HNSW searches run through hnsw_search.h (prefetching) unless this is set, which routes

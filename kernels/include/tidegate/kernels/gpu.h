@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "tidegate/cache/embedder.h"
-#include "tidegate/cache/vector_index.h"
+#include "tidegate/encoder/embedder.h"
+#include "tidegate/encoder/vector_index.h"
 
 namespace tidegate::kernels {
 
@@ -40,12 +40,12 @@ inline constexpr std::size_t kGpuMaxK = 32;
 // 16 elements), scores accumulated in fp32. dim must be a positive multiple of 8 and at most
 // 2048. search() throws std::invalid_argument for k > kGpuMaxK and std::runtime_error on CUDA
 // failures; add() throws std::invalid_argument on a duplicate id.
-std::unique_ptr<cache::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why);
+std::unique_ptr<encoder::VectorIndex> make_gpu_flat_index(std::size_t dim, std::string* why);
 
 // For benchmarks: time each search's kernels with CUDA events (scan + merge, no transfers).
 // Both answer false/nullopt when `index` is not a gpu-flat index or no search ran since enabling.
-bool enable_gpu_flat_kernel_timing(cache::VectorIndex& index);
-std::optional<double> gpu_flat_last_kernel_ms(const cache::VectorIndex& index);
+bool enable_gpu_flat_kernel_timing(encoder::VectorIndex& index);
+std::optional<double> gpu_flat_last_kernel_ms(const encoder::VectorIndex& index);
 
 struct GpuEncoderOptions {
   // Upper bound on sequences run as one forward pass; larger embed() calls are split.
@@ -60,7 +60,7 @@ struct GpuEncoderOptions {
 // accumulation and fused kernels, fed by a
 // micro-batcher thread that owns the CUDA stream. name() is "minilm-gpu"; dim() is 384.
 // embed() is thread-safe and throws std::runtime_error when the deadline passes first.
-std::unique_ptr<cache::Embedder> make_gpu_minilm_embedder(const std::string& model_dir,
+std::unique_ptr<encoder::Embedder> make_gpu_minilm_embedder(const std::string& model_dir,
                                                           const GpuEncoderOptions& options,
                                                           std::string* why);
 

@@ -5,14 +5,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "tidegate/cache/vector_index.h"
+#include "tidegate/encoder/vector_index.h"
 
 namespace tidegate::kernels::ref {
 
 // Exact top-k by inner product over rows[n][dim] (fp32 accumulation, in index order), best first;
 // equal scores order by smaller id. Rows and queries should already be rounded to fp16 (see
 // round_to_half) to reproduce the device's inputs. Missing results are {-1, 0}.
-std::vector<cache::SearchHit> flat_topk(const float* rows, const std::int64_t* ids, std::size_t n,
+std::vector<encoder::SearchHit> flat_topk(const float* rows, const std::int64_t* ids, std::size_t n,
                                         std::size_t dim, const float* queries, std::size_t nq,
                                         std::size_t k);
 

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tidegate/scaler/routing.h"
+
 namespace tidegate::scaler {
 
 // Targets per signal; a signal without a target is ignored.
@@ -105,17 +107,6 @@ struct PolicyConfig {
   double scale_down_max_rate = 2;  // desired >= floor(active / rate)
   int scale_down_max_step = 0;     // replicas per decision; 0 = unlimited
   std::vector<ScheduledMinimum> schedule;
-};
-
-// Power-of-two prompt-size buckets: bucket i holds [2^(i+3), 2^(i+4)) tokens (the first also
-// everything below, the last everything above); its representative size is 2^(i+3.5).
-struct PromptSizes {
-  static constexpr int kBuckets = 24;
-  static int bucket_of(double tokens) {
-    const int b = tokens < 16 ? 0 : static_cast<int>(std::floor(std::log2(tokens))) - 3;
-    return b < 0 ? 0 : b >= kBuckets ? kBuckets - 1 : b;
-  }
-  static double size_of(int bucket) { return std::exp2(bucket + 3.5); }
 };
 
 // Observed demand for one model pool, fleet totals. nullopt = not available this tick.
