@@ -73,13 +73,46 @@ double combined_score(const std::array<double, 3>& combine, double cosine, doubl
   return 1.0 / (1.0 + std::exp(-z));
 }
 
-std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::array<double, 3>* combine) {
+std::optional<GuardChecks> parse_guard_checks(std::string_view list) {
+  GuardChecks g{false, false, false, false};
+  if (list == "none") return g;
+  if (list.empty()) return std::nullopt;  // no check at all is said "none"
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const auto item = list.substr(0, comma);
+    if (item == "numbers") g.numbers = true;
+    else if (item == "names") g.names = true;
+    else if (item == "negation") g.negation = true;
+    else if (item == "order") g.order = true;
+    else return std::nullopt;
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  return g;
+}
+
+std::string to_string(const GuardChecks& g) {
+  std::string out;
+  for (auto [on, name] : {std::pair{g.numbers, "numbers"}, {g.names, "names"}, {g.negation, "negation"}, {g.order, "order"}})
+    if (on) out += (out.empty() ? "" : ",") + std::string(name);
+  return out.empty() ? "none" : out;
+}
+
+std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::array<double, 3>* combine,
+                                                  GuardChecks* guards) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("calibration file " + path + " cannot be read");
   std::vector<CalibrationRow> rows;
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
     if (line.empty() || line[0] == '#' || line.rfind("score", 0) == 0) continue;
+    if (line.rfind("guards,", 0) == 0) {
+      const auto g = parse_guard_checks(std::string_view(line).substr(7));
+      if (!g)
+        throw std::runtime_error("calibration file " + path + " line " + std::to_string(n) +
+                                 ": expected guards,<numbers|names|negation|order, comma-separated, or none>");
+      if (guards) *guards = *g;
+      continue;
+    }
     if (line.rfind("combine,", 0) == 0) {
       std::array<double, 3> c{};
       std::size_t pos = 8;

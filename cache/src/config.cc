@@ -292,7 +292,7 @@ std::shared_ptr<const CacheConfig> parse_cache_config(const YAML::Node& node, co
     std::vector<CalibrationRow> rows;
     const auto vnode = node["verifier"];
     try {
-      rows = read_calibration_rows(file, &c->verifier.combine);
+      rows = read_calibration_rows(file, &c->verifier.combine, &c->verifier.guards);
     } catch (const std::exception& e) {
       throw ConfigError(path_join(path, vnode && vnode["dir"] ? "verifier.dir" : "max_false_hit_rate"),
                         yaml_line(vnode && vnode["dir"] ? vnode["dir"] : node), e.what());

@@ -131,10 +131,13 @@ bool shared_words_in_same_order(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-bool lexical_guard(std::string_view a, std::string_view b) {
+bool lexical_guard(std::string_view a, std::string_view b) { return lexical_guard(a, b, GuardChecks{}); }
+
+bool lexical_guard(std::string_view a, std::string_view b, const GuardChecks& checks) {
   const auto ta = tokens(a), tb = tokens(b);
-  return ta.numbers == tb.numbers && ta.negated == tb.negated && names_covered(ta, tb) && names_covered(tb, ta) &&
-         shared_words_in_same_order(a, b);
+  return (!checks.numbers || ta.numbers == tb.numbers) && (!checks.negation || ta.negated == tb.negated) &&
+         (!checks.names || (names_covered(ta, tb) && names_covered(tb, ta))) &&
+         (!checks.order || shared_words_in_same_order(a, b));
 }
 
 }  // namespace tidegate::cache

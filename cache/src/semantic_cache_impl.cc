@@ -290,7 +290,7 @@ std::optional<Match> SemanticCacheImpl::verified_match(const CachePlan& plan, co
   std::vector<Match> kept;
   for (auto& m : found)
     if (m.entry.tenant == plan.tenant && m.entry.model == plan.model &&
-        (!config_->lexical_guard || lexical_guard(plan.text, m.entry.text)))
+        (!config_->lexical_guard || lexical_guard(plan.text, m.entry.text, vc.guards)))
       kept.push_back(std::move(m));
   if (found.empty()) {
     metrics_.tier("candidates", "none");

@@ -365,3 +365,20 @@ TEST(CacheConfig, CalibrationFileCarriesTheScoreCombination) {
   const auto err = error_of("cache:\n  max_false_hit_rate: 0.05\n  verifier: {dir: " + dir.string() + "}\n");
   EXPECT_NE(err.find("expected combine,a,b,c"), std::string::npos) << err;
 }
+
+TEST(CacheConfig, CalibrationFileNamesTheGuardChecksItsScoresWereMeasuredWith) {
+  const auto dir = make_calibration("calib-guards", 2000, 2000);
+  const std::string yaml = "cache:\n  max_false_hit_rate: 0.05\n  verifier: {dir: " + dir.string() + "}\n";
+  EXPECT_EQ(parse(yaml)->verifier.guards, GuardChecks{});  // no line: every check, as before the line existed
+  std::ofstream(dir / kCalibrationFile, std::ios::app) << "guards,negation,numbers,names\n";
+  const auto c = parse(yaml);
+  EXPECT_EQ(c->verifier.guards, (GuardChecks{true, true, true, false}));
+  EXPECT_EQ(to_string(c->verifier.guards), "numbers,names,negation");
+  EXPECT_EQ(parse_guard_checks("none"), (GuardChecks{false, false, false, false}));
+  EXPECT_EQ(parse_guard_checks(to_string(GuardChecks{})), GuardChecks{});
+  EXPECT_FALSE(parse_guard_checks("numbers,spelling"));
+  EXPECT_FALSE(parse_guard_checks(""));
+  std::ofstream(dir / kCalibrationFile, std::ios::app) << "guards,order,colour\n";
+  const auto err = error_of(yaml);
+  EXPECT_NE(err.find("expected guards,"), std::string::npos) << err;
+}

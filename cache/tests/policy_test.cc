@@ -236,6 +236,24 @@ TEST(CachePolicy, Completions) {
   EXPECT_EQ(make_plan(cfg(), echo.view).reason, "echo");
 }
 
+// The verifier's tier may leave word order to the verifier (GuardChecks): a reordered paraphrase
+// then passes, while numbers, names and negation still turn a candidate away.
+TEST(CachePolicy, LexicalGuardChecksApplyOneByOne) {
+  const GuardChecks no_order{true, true, true, false};
+  const char* a = "What is the best way to learn Python?";
+  const char* b = "How do I learn Python in the best way?";
+  EXPECT_FALSE(lexical_guard(a, b));
+  EXPECT_TRUE(lexical_guard(a, b, no_order));
+  EXPECT_FALSE(lexical_guard("Price of 1,000 shares", "price of 1,500 shares", no_order));
+  EXPECT_FALSE(lexical_guard("Which rehab center is near Baker County GA?", "Which rehab center is near Wheeler County GA?",
+                             no_order));
+  EXPECT_FALSE(lexical_guard("Is coffee bad for you?", "Is coffee not bad for you?", no_order));
+  EXPECT_TRUE(lexical_guard("Price of 1,000 shares", "price of 1,500 shares", GuardChecks{false, true, true, true}));
+  EXPECT_TRUE(lexical_guard("Is coffee bad for you?", "Is coffee not bad for you?", GuardChecks{true, true, false, true}));
+  EXPECT_TRUE(lexical_guard("Is coffee bad in Paris?", "Is coffee bad?", GuardChecks{true, false, true, true}));
+  EXPECT_FALSE(lexical_guard("Is coffee bad in Paris?", "Is coffee bad?"));
+}
+
 TEST(CachePolicy, LexicalGuard) {
   EXPECT_TRUE(lexical_guard("How do I learn Python quickly?", "how can I learn python fast"));
   // Negation on one side only asks the opposite; on both sides it says nothing.

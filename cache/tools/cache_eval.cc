@@ -53,7 +53,8 @@ std::vector<float> embed_all(encoder::Embedder& e, const std::vector<std::string
 int usage() {
   std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
                "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE] [--no-guard]\n"
-               "       [--split even|odd] [--verifier DIR] [--candidates K] [--floor X] [--write-calibration FILE]\n"
+               "       [--split even|odd] [--verifier DIR] [--candidates K] [--floor X] [--verifier-guards LIST]\n"
+               "       [--write-calibration FILE]\n"
                "  --no-guard      similarity only, without the cache's lexical guard (numbers, names)\n"
                "  --vectors FILE  reuse the embeddings saved in FILE (computed and saved when absent)\n"
                "  --dump FILE     write per-pair similarity, own-match and label as CSV\n"
@@ -62,6 +63,8 @@ int usage() {
                "  --verifier DIR  also report the tiers (cosine only, + guards, + pair verifier over the top\n"
                "                  K candidates above the floor): thresholds chosen on the even rows,\n"
                "                  figures reported on the odd rows (\"tiers\" in the output)\n"
+               "  --verifier-guards LIST  guard checks before the verifier (default: the calibration's, or all):\n"
+               "                  numbers,names,negation,order (any subset) or none\n"
                "  --write-calibration FILE  the verifier's calibration scores (even rows) for calibration.csv\n";
   return 2;
 }
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   std::string verifier_dir, calibration_out;
   std::optional<std::size_t> candidates_flag;
   std::optional<double> floor_flag;
+  std::optional<GuardChecks> verifier_guards_flag;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -97,6 +101,10 @@ int main(int argc, char** argv) {
       else if (a == "--verifier") verifier_dir = next();
       else if (a == "--candidates") candidates_flag = std::stoul(next());
       else if (a == "--floor") floor_flag = std::stod(next());
+      else if (a == "--verifier-guards") {
+        verifier_guards_flag = parse_guard_checks(next());
+        if (!verifier_guards_flag) throw std::invalid_argument("--verifier-guards: a comma-separated subset of numbers,names,negation,order, or none");
+      }
       else if (a == "--write-calibration") calibration_out = next();
       else if (a == "--split") {
         const auto v = next();
@@ -263,6 +271,11 @@ int main(int argc, char** argv) {
       for (const auto& p : pairs) in.duplicate.push_back(p.dup);
       in.candidates = candidates_flag.value_or(config->verifier.candidates);
       in.floor = floor_flag.value_or(config->verifier.floor);
+      // Unless told, the checks the verifier folder's calibration was measured with.
+      GuardChecks guards = config->verifier.guards;
+      if (const auto cal = std::filesystem::path(verifier_dir) / kCalibrationFile; std::filesystem::exists(cal))
+        read_calibration_rows(cal.string(), nullptr, &guards);
+      in.verifier_guards = verifier_guards_flag.value_or(guards);
       in.confidence = config->verifier.confidence;
       const auto minilm = encoder::MiniLMModel::load(ecfg.type == "minilm" && !ecfg.model_dir.empty() ? ecfg.model_dir
                                                                                             : resolve_minilm_dir());

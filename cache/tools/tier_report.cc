@@ -263,7 +263,7 @@ boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifie
       if (std::find(texts.begin(), texts.end(), q1[j]) != texts.end()) continue;
       texts.push_back(q1[j]);
       ++seen;  // a candidate takes its place whether or not the guard keeps it, as in the cache
-      if (!lexical_guard(q2[i], q1[j])) continue;
+      if (!lexical_guard(q2[i], q1[j], in.verifier_guards)) continue;
       kept[i].push_back(j);
       kept_cos[i].push_back(h[c].score);
       pairs.push_back(verifier.encode(q2[i], q1[j]));
@@ -318,6 +318,7 @@ boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifie
       "question1 counts as wrong); intervals: two-sided 95% Clopper-Pearson";
   out["candidates"] = in.candidates;
   out["floor"] = in.floor;
+  out["verifier_guards"] = to_string(in.verifier_guards);
   out["verifier_layers"] = verifier.layers();
   out["verifier_precision"] = verifier.bf16() ? "bf16" : "fp32";
   out["verified_pairs"] = pairs.size();
@@ -373,7 +374,8 @@ boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifie
          "decision score and the pair's label (1: duplicate, so serving it was right). The score is\n"
          "# sigmoid(a + b * cosine + c * logit(verifier probability)), a b c on the combine line (fitted on rows 0 mod 4).\n";
     f.precision(9);
-    f << "combine," << combine[0] << "," << combine[1] << "," << combine[2] << "\nscore,correct\n";
+    f << "combine," << combine[0] << "," << combine[1] << "," << combine[2] << "\nguards," << to_string(in.verifier_guards)
+      << "\nscore,correct\n";
     for (const auto& r : calib) f << r.score << "," << (r.correct ? 1 : 0) << "\n";
   }
   return out;

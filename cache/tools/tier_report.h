@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tidegate/cache/cache_config.h"
 #include "tidegate/encoder/pair_verifier.h"
 
 namespace tidegate::cache {
@@ -21,6 +22,7 @@ struct TierInputs {
   std::size_t candidates = 4;
   double floor = 0.8;
   double confidence = 0.95;
+  GuardChecks verifier_guards;  // the checks a candidate passes before the verifier scores it
 };
 
 // The MiniLM folder the verifier borrows its embeddings from (the cache's default rule).

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tidegate/cache/audit.h"
@@ -70,6 +71,22 @@ struct ContextConfig {
 
 // The pair verifier and the lookup tiers in front of it (issue 19; README "Tiers of a lookup").
 // Used by the pools that state a max_false_hit_rate; the others decide on cosine `threshold`.
+// The lexical guard's checks (policy.h lexical_guard) that apply. The cosine tier needs all four: a sentence embedding cannot see
+// numbers, names, negation or order. The pair verifier reads both texts together and sees word
+// order itself, so its tier may drop the order check (which also turns away true paraphrases
+// that reorder their words); the set its calibration was measured with is written in
+// calibration.csv and the cache applies that set (cache/README.md).
+struct GuardChecks {
+  bool numbers = true;
+  bool names = true;
+  bool negation = true;
+  bool order = true;
+  bool operator==(const GuardChecks&) const = default;
+};
+// "numbers,names,negation,order" (any subset, in any order; "none" for no check) and back.
+std::optional<GuardChecks> parse_guard_checks(std::string_view list);
+std::string to_string(const GuardChecks& checks);
+
 struct VerifierConfig {
   // Folder with verifier.safetensors and calibration.csv. Empty: kDefaultVerifierDir in the
   // working directory, then in the source tree. Resolved by the parser.
@@ -84,6 +101,9 @@ struct VerifierConfig {
   // applies to (combined_score). Read from calibration.csv, where the evaluator that wrote the
   // scores put the coefficients it fitted; {0, 0, 1} is the verifier's probability alone.
   std::array<double, 3> combine = {0, 0, 1};
+  // The guard checks candidates pass before the verifier scores them: the set the calibration
+  // scores were measured with ("guards," line of calibration.csv; all four when absent).
+  GuardChecks guards;
 };
 
 inline constexpr const char* kDefaultVerifierDir = "cache/verifier/model";
@@ -92,7 +112,9 @@ inline constexpr const char* kCalibrationFile = "calibration.csv";
 // Reads `path` (lines "score,correct"; '#' comments and a header line allowed; an optional line
 // "combine,a,b,c" gives the decision score's coefficients, see VerifierConfig::combine). Throws
 // std::runtime_error naming the file and line.
-std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::array<double, 3>* combine = nullptr);
+// An optional line "guards,<list>" names the guard checks the scores were measured with.
+std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::array<double, 3>* combine = nullptr,
+                                                  GuardChecks* guards = nullptr);
 
 // The decision score of a candidate: sigmoid(a + b * cosine + c * logit(verifier probability)).
 double combined_score(const std::array<double, 3>& combine, double cosine, double probability);

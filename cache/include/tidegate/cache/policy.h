@@ -2,7 +2,6 @@
 // Cacheability and scope: pure functions of the config and the request, no state, no clock.
 // Everything that must match exactly for a hit to be correct is folded into CachePlan::scope_key;
 // only the text that may vary by paraphrase goes into CachePlan::text. README.md lists the rules.
-#include <string>
 #include <string_view>
 
 #include "tidegate/cache/cache_config.h"
@@ -21,6 +20,9 @@ bool cache_control_has(std::string_view header, std::string_view directive);
 // India" vs "from India to Canada"). Applied to every candidate hit when `lexical_guard` is on
 // (default).
 bool lexical_guard(std::string_view a, std::string_view b);
+
+// Only the checks `checks` names (GuardChecks, cache_config.h).
+bool lexical_guard(std::string_view a, std::string_view b, const GuardChecks& checks);
 
 bool is_valid_utf8(std::string_view s);
 // Sorted-key JSON, so two bodies that differ only in key order hash the same.
