@@ -36,7 +36,7 @@ struct Row {
 };
 
 struct Counts {
-  std::size_t tp = 0, fp = 0, other = 0, positives = 0;
+  std::size_t tp = 0, fp = 0, other = 0, positives = 0, rows = 0;
   std::size_t hits() const { return tp + fp + other; }
 };
 
@@ -45,6 +45,7 @@ Counts count(const std::vector<Row>& rows, int half, double threshold) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (static_cast<int>(i % 2) != half) continue;
     const auto& r = rows[i];
+    ++c.rows;
     c.positives += r.duplicate;
     if (r.score == kNoHit || r.score < threshold) continue;
     if (r.outcome == Outcome::kTrue) ++c.tp;
@@ -70,11 +71,22 @@ boost::json::array interval(std::size_t k, std::size_t n) {
 
 double ratio(std::size_t a, std::size_t b, double empty) { return b ? double(a) / double(b) : empty; }
 
+// Precision had the pairs been balanced (as many labelled duplicates as not, as the issue states
+// its target): each false hit weighs positives / negatives, the expected false hits of a set
+// with the negatives subsampled to the positives' number.
+double balanced_precision(const Counts& c) {
+  const auto negatives = c.rows - c.positives;
+  if (!negatives || !c.positives) return ratio(c.tp, c.tp + c.fp, 1.0);
+  const double fp = double(c.fp) * double(c.positives) / double(negatives);
+  return c.tp + fp > 0 ? double(c.tp) / (double(c.tp) + fp) : 1.0;
+}
+
 // The figures at `threshold` on one half, with 95% intervals.
 boost::json::object figures(const std::vector<Row>& rows, int half, double threshold) {
   const auto c = count(rows, half, threshold);
   return {{"threshold", threshold},
           {"precision", ratio(c.tp, c.tp + c.fp, 1.0)},
+          {"balanced_precision", balanced_precision(c)},
           {"precision_ci95", interval(c.tp, c.tp + c.fp)},
           {"recall", ratio(c.tp, c.positives, 0.0)},
           {"recall_ci95", interval(c.tp, c.positives)},
@@ -112,6 +124,7 @@ boost::json::object tier(const std::vector<Row>& rows) {
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     Counts c;
     c.positives = positives;
+    c.rows = (rows.size() + 1) / 2;
     std::size_t j = 0;
     for (const double t : ts) {
       for (; j < sorted.size() && sorted[j].first >= t; ++j) {
@@ -143,6 +156,17 @@ boost::json::object tier(const std::vector<Row>& rows) {
     else rap[key] = nullptr;
   }
   out["recall_at_precision"] = std::move(rap);
+  // The same with balanced precision (the issue's "balanced pairs"), chosen on the tuning half.
+  boost::json::object rabp;
+  for (const double p : {0.95, 0.97, 0.99}) {
+    const auto key = "balanced_precision_" + std::to_string(p).substr(0, 4);
+    std::optional<double> chosen;
+    for (std::size_t k = 0; k < ts.size(); ++k)
+      if (at[k].tp + at[k].fp >= kMinAccepted && balanced_precision(at[k]) >= p) chosen = ts[k];
+    if (chosen) rabp[key] = figures(rows, kReport, *chosen);
+    else rabp[key] = nullptr;
+  }
+  out["recall_at_balanced_precision"] = std::move(rabp);
   // The precision-recall curve of the report half, at the tuning half's recall steps of 0.05.
   boost::json::array curve;
   double next = 0.05;
@@ -151,6 +175,7 @@ boost::json::object tier(const std::vector<Row>& rows) {
     auto f = figures(rows, kReport, ts[k]);
     curve.push_back(boost::json::object{{"threshold", ts[k]},
                                         {"precision", f["precision"]},
+                                        {"balanced_precision", f["balanced_precision"]},
                                         {"recall", f["recall"]},
                                         {"cache_precision", f["cache_precision"]}});
     while (next <= ratio(at[k].tp, at[k].positives, 0.0) + 1e-12) next += 0.05;
