@@ -49,6 +49,16 @@ def fleet(env, *, shared):
         yield server, gws, sims
 
 
+def logged(gw, ids):
+    """The gateway's access-log entries of these request ids (sent as x-request-id), by id. A line
+    is written just after its response, so the last may still be on its way when the client has
+    the answer, and two requests' lines may land in either order."""
+    def read():
+        return {e["request_id"]: e for e in gw.access_entries() if e.get("request_id") in ids}
+    wait_until(lambda: len(read()) == len(ids), timeout=10, what=f"{len(ids)} access-log entries")
+    return read()
+
+
 def placements(gws, outcome):
     return sum(gw.metric("tidegate_routing_shared_placements_total", {"outcome": outcome}) or 0 for gw in gws)
 
@@ -71,21 +81,16 @@ def converse(gws, shared, conversations=6, turns=4):
         for c in range(conversations):
             g = (c + t) % 3
             history[c].append({"role": "user", "content": f"Question {t} about parcel {c}: " + "details " * 40})
-            r = httpx.post(gws[g].url + "/v1/chat/completions", timeout=20,
+            r = httpx.post(gws[g].url + "/v1/chat/completions", timeout=20, headers={"x-request-id": f"c{c}-t{t}"},
                            json={"model": "m", "messages": history[c], "max_tokens": 8})
             assert r.status_code == 200, r.text
             history[c].append({"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]})
             sent[c].append(g)
         if shared:
             settle(gws)  # a client's next turn comes after its answer; the hint is a few ms behind it
-    logs = [[e for e in gw.access_entries() if e["path"] == "/v1/chat/completions"] for gw in gws]
-    seen = [0, 0, 0]
-    out = {c: [] for c in range(conversations)}
-    for t in range(turns):  # each gateway's log is in its own arrival order
-        for c in range(conversations):
-            g = sent[c][t]
-            out[c].append((g, logs[g][seen[g]]))
-            seen[g] += 1
+    ids = [{f"c{c}-t{t}" for c in range(conversations) for t in range(turns) if sent[c][t] == g} for g in range(3)]
+    logs = [logged(gw, ids[g]) for g, gw in enumerate(gws)]
+    out = {c: [(sent[c][t], logs[sent[c][t]][f"c{c}-t{t}"]) for t in range(turns)] for c in range(conversations)}
     return out
 
 
@@ -128,20 +133,22 @@ def test_redis_routing_sessions_shared(env):
     if not redis_server.binary():
         return "skip"
     with fleet(env, shared=True) as (server, gws, sims):
-        home = {}
         for s in range(6):
-            r = httpx.post(gws[0].url + "/v1/chat/completions", headers={"x-session-id": f"s{s}"}, timeout=20,
+            r = httpx.post(gws[0].url + "/v1/chat/completions", timeout=20,
+                           headers={"x-session-id": f"s{s}", "x-request-id": f"first-s{s}"},
                            json={"model": "m", "messages": [{"role": "user", "content": f"hello {s}"}]})
             assert r.status_code == 200, r.text
-        home = {s: e["upstream"] for s, e in enumerate(gws[0].access_entries())}
-        assert len(set(home.values())) > 1, home  # six sessions spread over the replicas
+        first = logged(gws[0], {f"first-s{s}" for s in range(6)})
+        home = {s: first[f"first-s{s}"]["upstream"] for s in range(6)}
         settle(gws)
         for g in (1, 2):
             for s in range(6):
-                r = httpx.post(gws[g].url + "/v1/chat/completions", headers={"x-session-id": f"s{s}"}, timeout=20,
+                r = httpx.post(gws[g].url + "/v1/chat/completions", timeout=20,
+                               headers={"x-session-id": f"s{s}", "x-request-id": f"g{g}-s{s}"},
                                json={"model": "m", "messages": [{"role": "user", "content": f"again {s}"}]})
                 assert r.status_code == 200, r.text
-            got = [(e["upstream"], e.get("route")) for e in gws[g].access_entries()]
+            again = logged(gws[g], {f"g{g}-s{s}" for s in range(6)})
+            got = [(again[f"g{g}-s{s}"]["upstream"], again[f"g{g}-s{s}"].get("route")) for s in range(6)]
             assert got == [(home[s], "affinity") for s in range(6)], (g, got, home)
 
         server.kill()
