@@ -94,6 +94,15 @@ SemanticCacheImpl::SemanticCacheImpl(std::shared_ptr<const CacheConfig> config, 
   bo.max_queue = config_->max_queue;
   batcher_ = std::make_unique<encoder::EmbedBatcher>(embedder_, bo);
   auditor_ = std::make_unique<Auditor>(config_, registry, *batcher_);
+  // What makes the vectors, for gateways that share inserts: the model (not where its folder
+  // is) and the dimension. The CPU and GPU MiniLM encoders, fp32 or bf16, agree to about 1e-3.
+  const auto& ec = config_->embedder;
+  auto folder = std::filesystem::path(ec.model_dir).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();  // "…/all-MiniLM-L6-v2/"
+  const std::string model = ec.type == "minilm" ? folder.filename().string()
+                            : ec.type == "openai" ? ec.model
+                                                  : std::string();
+  embedder_id_ = ec.type + "/" + model + "/" + std::to_string(embedder_->dim());
   if (!verifier_ && config_->verifier_needed()) {
     verifier_ = load_verifier(*config_, verifier_problem_);
     // Once, at start: the pools that asked for a false-hit bound fall back to cosine `threshold`.
@@ -382,6 +391,16 @@ void SemanticCacheImpl::finish(const std::shared_ptr<LookupState>& state, Lookup
 }
 
 void SemanticCacheImpl::insert(const CachePlan& plan, CachedAnswer answer) {
+  queue_insert(plan, std::move(answer), {}, false);
+}
+
+void SemanticCacheImpl::insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) {
+  if (vector.size() != embedder_->dim()) vector.clear();  // another embedder's: embed it here
+  queue_insert(plan, std::move(answer), std::move(vector), true);
+}
+
+void SemanticCacheImpl::queue_insert(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector,
+                                     bool from_peer) {
   if (!plan.write || stopped_) return;
   // Errors, tool calls and answers cut short (client gone, content_filter) are never stored.
   if ((answer.finish_reason != "stop" && answer.finish_reason != "length") || answer.content.empty() ||
@@ -389,12 +408,15 @@ void SemanticCacheImpl::insert(const CachePlan& plan, CachedAnswer answer) {
     metrics_.insert_skipped.Increment();
     return;
   }
-  auto store = [this, plan](CachedAnswer a, std::vector<float> v) {
+  auto store = [this, plan, from_peer](CachedAnswer a, std::vector<float> v) {
     const bool queued = workers_.post(
-        [this, plan, a = std::move(a), v = std::move(v)](bool) mutable { run_insert(plan, a, std::move(v)); },
+        [this, plan, from_peer, a = std::move(a), v = std::move(v)](bool) mutable {
+          run_insert(plan, a, std::move(v), from_peer);
+        },
         config_->max_queue);
     if (!queued) metrics_.insert_skipped.Increment();
   };
+  if (!vector.empty()) return store(std::move(answer), std::move(vector));
   if (auto v = recent_.get(vector_key(plan))) return store(std::move(answer), std::move(*v));
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_->embedder.timeout_s));
@@ -420,11 +442,13 @@ void SemanticCacheImpl::log_erasures(const std::vector<std::uint64_t>& ids) {
   for (auto id : ids) persistence_->append_erase(id);
 }
 
-void SemanticCacheImpl::run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector) {
+void SemanticCacheImpl::run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector,
+                                   bool from_peer) {
   if (vector.size() != embedder_->dim()) {
     metrics_.insert_skipped.Increment();
     return;
   }
+  if (!from_peer && insert_listener_) insert_listener_(plan, answer, vector);
   Entry e;
   e.vector = std::move(vector);
   e.id = store_.next_id();

@@ -55,6 +55,9 @@ class SemanticCacheImpl final : public SemanticCache {
   void lookup(const CachePlan& plan, std::chrono::steady_clock::time_point deadline,
               std::function<void(LookupResult)> done) override;
   void insert(const CachePlan& plan, CachedAnswer answer) override;
+  void set_insert_listener(InsertListener listener) override { insert_listener_ = std::move(listener); }
+  void insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) override;
+  std::string embedder_id() const override { return embedder_id_; }
   boost::json::object stats() const override;
   std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) override;
   bool erase_entry(std::uint64_t id) override;
@@ -71,7 +74,9 @@ class SemanticCacheImpl final : public SemanticCache {
   struct LookupState;
   void run_lookup(const std::shared_ptr<LookupState>& state, const CachePlan& plan, std::vector<float> v,
                   double embed_s);
-  void run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector);
+  // `vector` empty: embed the text first. `from_peer`: another gateway's insert, not heard by the listener.
+  void queue_insert(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector, bool from_peer);
+  void run_insert(const CachePlan& plan, const CachedAnswer& answer, std::vector<float> vector, bool from_peer);
   // The tiers behind the embedding (README "Tiers of a lookup"): candidates above the floor, the
   // lexical guard, the verifier, its calibrated threshold. Returns the match to serve, if any.
   std::optional<Match> verified_match(const CachePlan& plan, const float* v, std::int64_t now_ms,
@@ -99,6 +104,8 @@ class SemanticCacheImpl final : public SemanticCache {
   EntryStore store_;
   std::unique_ptr<Persistence> persistence_;
   RecentVectors recent_{2048};
+  InsertListener insert_listener_;  // set before the first insert (shared_cache.h)
+  std::string embedder_id_;
   std::vector<std::string> load_problems_;
   std::atomic<std::uint64_t> hits_{0}, misses_{0}, timeouts_{0}, embed_errors_{0};
   std::atomic<std::uint64_t> exact_hits_{0}, verified_hits_{0}, verifier_rejects_{0}, verifier_failures_{0};

@@ -6,6 +6,7 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "tidegate/redis/config.h"
 #include "tidegate/redis/event_stream.h"
@@ -58,17 +59,20 @@ struct Metrics {
   prometheus::Counter* publish_failed = nullptr;
   prometheus::Counter* applied = nullptr;
   prometheus::Counter* missed = nullptr;
+  prometheus::Counter* vector_reused = nullptr;
   explicit Metrics(prometheus::Registry* r) {
     if (!r) return;
     auto& f = prometheus::BuildCounter().Name("tidegate_cache_shared_events_total")
                   .Help("Cache inserts and erasures shared through the Redis stream: published, publish_failed "
                         "(Redis down: local only), applied (another gateway's), missed (trimmed before this "
-                        "gateway read them)")
+                        "gateway read them), vector_reused (another gateway's insert stored with its vector, "
+                        "not embedded again)")
                   .Register(*r);
     published = &f.Add({{"event", "published"}});
     publish_failed = &f.Add({{"event", "publish_failed"}});
     applied = &f.Add({{"event", "applied"}});
     missed = &f.Add({{"event", "missed"}});
+    vector_reused = &f.Add({{"event", "vector_reused"}});
   }
 };
 
@@ -81,7 +85,24 @@ class SharedCache final : public SemanticCache {
     // The stream holds the local cache, not this decorator: applying an event never publishes it again.
     stream_ = redis::EventStream::start(std::move(publisher), std::move(reader),
                                         {config.key_prefix + ":cache", config.cache_stream_max_len, "cache"}, counters,
-                                        [local = local_](const redis::EventStream::Fields& f) { return apply(*local, f); });
+                                        [local = local_, reused = metrics_.vector_reused](const redis::EventStream::Fields& f) {
+                                          return apply(*local, f, reused);
+                                        });
+    // An insert is published once its text is embedded, with the vector: the other gateways
+    // store it without embedding it again (a MiniLM embed is milliseconds of CPU on each).
+    // Weak: the local cache must not keep the stream (which holds the local cache) alive.
+    local_->set_insert_listener([weak = std::weak_ptr<redis::EventStream>(stream_), id = local_->embedder_id()](
+                                    const CachePlan& plan, const CachedAnswer& answer, const std::vector<float>& vector) {
+      const auto stream = weak.lock();
+      if (!stream) return;
+      std::vector<std::string> fields;
+      put_insert(fields, plan, answer);
+      if (!id.empty()) {
+        fields.insert(fields.end(), {"emb", id, "vec", std::string(reinterpret_cast<const char*>(vector.data()),
+                                                                   vector.size() * sizeof(float))});
+      }
+      stream->publish(std::move(fields));
+    });
   }
 
   CachePlan plan(const RequestView& r) const override { return local_->plan(r); }
@@ -89,14 +110,9 @@ class SharedCache final : public SemanticCache {
               std::function<void(LookupResult)> done) override {
     local_->lookup(plan, deadline, std::move(done));
   }
-  void insert(const CachePlan& plan, CachedAnswer answer) override {
-    if (plan.write) {
-      std::vector<std::string> fields;
-      put_insert(fields, plan, answer);
-      stream_->publish(std::move(fields));
-    }
-    local_->insert(plan, std::move(answer));
-  }
+  // Published by the insert listener once embedded (an answer the cache refuses to store, or
+  // whose text cannot be embedded, is not published at all).
+  void insert(const CachePlan& plan, CachedAnswer answer) override { local_->insert(plan, std::move(answer)); }
   boost::json::object stats() const override { return local_->stats(); }
   std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) override {
     // "-" marks "any": an empty tenant is a real scope (a shared pool).
@@ -105,6 +121,10 @@ class SharedCache final : public SemanticCache {
   }
   bool erase_entry(std::uint64_t id) override { return local_->erase_entry(id); }
   void flush() override { local_->flush(); }
+  void insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) override {
+    local_->insert_from_peer(plan, std::move(answer), std::move(vector));
+  }
+  std::string embedder_id() const override { return local_->embedder_id(); }
   void set_audit_fetch(AuditFetch fetch) override { local_->set_audit_fetch(std::move(fetch)); }
   void audit(const CachePlan& plan, const LookupResult& hit, RequestView::Endpoint endpoint,
              const boost::json::object& body) override {
@@ -117,12 +137,23 @@ class SharedCache final : public SemanticCache {
 
  private:
   // Another gateway's event, on the stream reader's strand.
-  static bool apply(SemanticCache& local, const redis::EventStream::Fields& f) {
+  static bool apply(SemanticCache& local, const redis::EventStream::Fields& f, prometheus::Counter* reused) {
     const auto op = f.find("op");
     if (op == f.end()) return false;
     if (op->second == "insert") {
       auto [plan, answer] = get_insert(f);
-      local.insert(plan, std::move(answer));
+      // The sender's vector, when made by the same embedder (host float layout: one fleet runs
+      // one build); otherwise insert_from_peer embeds the text here.
+      std::vector<float> vector;
+      const auto emb = f.find("emb");
+      const auto vec = f.find("vec");
+      if (emb != f.end() && vec != f.end() && emb->second == local.embedder_id() && !emb->second.empty() &&
+          vec->second.size() % sizeof(float) == 0) {
+        vector.resize(vec->second.size() / sizeof(float));
+        std::memcpy(vector.data(), vec->second.data(), vec->second.size());
+        if (reused) reused->Increment();
+      }
+      local.insert_from_peer(plan, std::move(answer), std::move(vector));
       return true;
     }
     if (op->second == "erase") {

@@ -1,5 +1,8 @@
 #include "cache_fixture.h"
 
+#include <mutex>
+#include <tuple>
+
 using namespace tidegate::cache;
 using namespace tidegate::cache::fakes;
 
@@ -229,4 +232,56 @@ TEST(SemanticCache, DisabledConfigGivesNoCache) {
   auto cfg = std::make_shared<CacheConfig>();
   cfg->enabled = false;
   EXPECT_EQ(make_semantic_cache(cfg, registry, std::make_shared<WordEmbedder>()), nullptr);
+}
+
+// Issue 22 (several gateways): an insert is heard with its vector once embedded; another
+// gateway's cache stores it from that vector without embedding it (and does not hear it again);
+// a vector of another size is embedded there instead.
+TEST(SemanticCache, PeerInsertsReuseTheSendersVector) {
+  CacheHarness sender(base_config()), receiver(base_config());
+  std::mutex mu;
+  std::vector<std::tuple<CachePlan, CachedAnswer, std::vector<float>>> heard;
+  int receiver_heard = 0;
+  sender.cache->set_insert_listener([&](const CachePlan& p, const CachedAnswer& a, const std::vector<float>& v) {
+    std::lock_guard lock(mu);
+    heard.emplace_back(p, a, v);
+  });
+  receiver.cache->set_insert_listener([&](const CachePlan&, const CachedAnswer&, const std::vector<float>&) {
+    std::lock_guard lock(mu);
+    ++receiver_heard;
+  });
+  EXPECT_FALSE(sender.cache->embedder_id().empty());
+  EXPECT_EQ(sender.cache->embedder_id(), receiver.cache->embedder_id());
+  sender.insert_and_wait(sender.plan(chat_body("What is the capital of France?")), "Paris.");
+  std::tuple<CachePlan, CachedAnswer, std::vector<float>> first;
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(heard.size(), 1u);
+    first = heard[0];
+  }
+  EXPECT_EQ(std::get<1>(first).content, "Paris.");
+  ASSERT_EQ(std::get<2>(first).size(), 64u);
+
+  auto wait_inserts = [&](double n) {
+    for (int i = 0; i < 500 && receiver.counter("tidegate_cache_inserts_total") < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(receiver.counter("tidegate_cache_inserts_total"), n);
+  };
+  const auto calls = receiver.embedder->calls.load();
+  receiver.cache->insert_from_peer(std::get<0>(first), std::get<1>(first), std::get<2>(first));
+  wait_inserts(1);
+  EXPECT_EQ(receiver.embedder->calls.load(), calls);  // stored from the sender's vector
+  const auto hit = receiver.lookup(receiver.plan(chat_body("what is the capital of france")));
+  ASSERT_EQ(hit.status, CacheStatus::kHit);
+  EXPECT_EQ(hit.answer.content, "Paris.");
+
+  const auto cats = receiver.plan(chat_body("Tell me a joke about cats"));
+  const auto before = receiver.embedder->calls.load();
+  receiver.cache->insert_from_peer(cats, CachedAnswer{"Meow.", "stop", 1, 1}, std::vector<float>(3, 0.5f));
+  wait_inserts(2);
+  EXPECT_GT(receiver.embedder->calls.load(), before);  // a vector of another size: embedded here
+  EXPECT_EQ(receiver.lookup(cats).answer.content, "Meow.");
+  std::lock_guard lock(mu);
+  EXPECT_EQ(receiver_heard, 0);  // a peer's insert is not sent back out
+  EXPECT_EQ(heard.size(), 1u);
 }

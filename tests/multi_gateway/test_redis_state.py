@@ -188,8 +188,9 @@ def within(seconds, pred, what):
 
 
 def test_redis_cache_shared(env):
-    """An answer stored by one gateway is a hit on the other two within a second; an admin
-    invalidation on one gateway empties the others' caches too."""
+    """An answer stored by one gateway is a hit on the other two within a second, stored there
+    with the vector the first one computed; an admin invalidation on one gateway empties the
+    others' caches too."""
     with fleet(env, cache_yaml()) as f:
         if f is None:
             return "skip"
@@ -202,6 +203,8 @@ def test_redis_cache_shared(env):
             assert hit.headers["x-tidegate-cache"] == "hit", hit.headers
             assert hit.json()["choices"][0]["message"]["content"] == r.json()["choices"][0]["message"]["content"]
             assert gw.metric("tidegate_cache_shared_events_total", {"event": "applied"}) >= 1
+            # Stored with the first gateway's vector: the others did not embed the text again.
+            assert gw.metric("tidegate_cache_shared_events_total", {"event": "vector_reused"}) >= 1
 
         d = httpx.delete(gws[2].url + "/admin/cache?tenant=acme", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
         assert d.status_code == 200, d.text

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tidegate/cache/audit.h"
 
@@ -94,6 +95,20 @@ class SemanticCache {
                      const boost::json::object& body) {}
   // Flushes persistence and stops workers; lookups after this answer kBypass.
   virtual void shutdown() = 0;
+
+  // Several gateways (shared_cache.h, issue 22), defaulted like flush(). The listener (set before
+  // the first insert) hears, on a cache worker, each insert of this gateway once its text is
+  // embedded, so that the vector travels with it and the other gateways need not embed it again.
+  using InsertListener = std::function<void(const CachePlan&, const CachedAnswer&, const std::vector<float>&)>;
+  virtual void set_insert_listener(InsertListener listener) {}
+  // Another gateway's insert: stored with `vector` when it has this cache's dimension (the sender
+  // checked embedder_id()), else embedded here; never heard by the listener.
+  virtual void insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) {
+    insert(plan, std::move(answer));
+  }
+  // Names the vectors this cache's embedder makes ("minilm/all-MiniLM-L6-v2/384"); empty: unknown,
+  // and no vector is shared.
+  virtual std::string embedder_id() const { return {}; }
 };
 
 // Rendering a hit in OpenAI shapes (fresh id and created time; usage from the entry).
