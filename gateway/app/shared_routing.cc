@@ -2,6 +2,8 @@
 // other gateways' placements applied to this gateway's pools.
 #include "shared_routing.h"
 
+#include "placement_wire.h"
+
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 

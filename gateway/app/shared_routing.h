@@ -18,13 +18,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "placement_wire.h"
 #include "tidegate/gateway/gateway.h"
 #include "tidegate/redis/client.h"
 #include "tidegate/redis/config.h"
