@@ -394,9 +394,11 @@ void SemanticCacheImpl::insert(const CachePlan& plan, CachedAnswer answer) {
   queue_insert(plan, std::move(answer), {}, false);
 }
 
-void SemanticCacheImpl::insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) {
-  if (vector.size() != embedder_->dim()) vector.clear();  // another embedder's: embed it here
+bool SemanticCacheImpl::insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) {
+  const bool usable = vector.size() == embedder_->dim();
+  if (!usable) vector.clear();  // another embedder's (or none): embed the text here
   queue_insert(plan, std::move(answer), std::move(vector), true);
+  return usable;
 }
 
 void SemanticCacheImpl::queue_insert(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector,

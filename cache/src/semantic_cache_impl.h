@@ -56,7 +56,7 @@ class SemanticCacheImpl final : public SemanticCache {
               std::function<void(LookupResult)> done) override;
   void insert(const CachePlan& plan, CachedAnswer answer) override;
   void set_insert_listener(InsertListener listener) override { insert_listener_ = std::move(listener); }
-  void insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) override;
+  bool insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) override;
   std::string embedder_id() const override { return embedder_id_; }
   boost::json::object stats() const override;
   std::size_t erase(const std::optional<std::string>& tenant, const std::optional<std::string>& model) override;

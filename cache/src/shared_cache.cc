@@ -3,7 +3,6 @@
 #include "tidegate/cache/shared_cache.h"
 
 #include <prometheus/counter.h>
-#include <prometheus/registry.h>
 
 #include <chrono>
 #include <cstring>
@@ -55,25 +54,16 @@ std::pair<CachePlan, CachedAnswer> get_insert(const Fields& f) {
 }
 
 struct Metrics {
-  prometheus::Counter* published = nullptr;
-  prometheus::Counter* publish_failed = nullptr;
-  prometheus::Counter* applied = nullptr;
-  prometheus::Counter* missed = nullptr;
+  // Before `stream`: its initializer writes this one (members initialise in declaration order).
   prometheus::Counter* vector_reused = nullptr;
-  explicit Metrics(prometheus::Registry* r) {
-    if (!r) return;
-    auto& f = prometheus::BuildCounter().Name("tidegate_cache_shared_events_total")
-                  .Help("Cache inserts and erasures shared through the Redis stream: published, publish_failed "
-                        "(Redis down: local only), applied (another gateway's), missed (trimmed before this "
-                        "gateway read them), vector_reused (another gateway's insert stored with its vector, "
-                        "not embedded again)")
-                  .Register(*r);
-    published = &f.Add({{"event", "published"}});
-    publish_failed = &f.Add({{"event", "publish_failed"}});
-    applied = &f.Add({{"event", "applied"}});
-    missed = &f.Add({{"event", "missed"}});
-    vector_reused = &f.Add({{"event", "vector_reused"}});
-  }
+  redis::StreamCounters stream;
+  explicit Metrics(prometheus::Registry* r)
+      : stream(redis::register_stream_counters(
+            r, "tidegate_cache_shared_events_total",
+            "Cache inserts and erasures shared through the Redis stream: published, publish_failed (Redis down: "
+            "local only), applied (another gateway's), missed (trimmed before this gateway read them), "
+            "vector_reused (another gateway's insert stored with its vector, not embedded again)",
+            {{"vector_reused", &vector_reused}})) {}
 };
 
 class SharedCache final : public SemanticCache {
@@ -81,12 +71,12 @@ class SharedCache final : public SemanticCache {
   SharedCache(std::shared_ptr<SemanticCache> local, std::shared_ptr<redis::Client> publisher,
               std::shared_ptr<redis::Client> reader, const redis::RedisConfig& config, prometheus::Registry* registry)
       : local_(std::move(local)), metrics_(registry) {
-    redis::StreamCounters counters{metrics_.published, metrics_.publish_failed, metrics_.applied, metrics_.missed};
     // The stream holds the local cache, not this decorator: applying an event never publishes it again.
     stream_ = redis::EventStream::start(std::move(publisher), std::move(reader),
-                                        {config.key_prefix + ":cache", config.cache_stream_max_len, "cache"}, counters,
-                                        [local = local_, reused = metrics_.vector_reused](const redis::EventStream::Fields& f) {
-                                          return apply(*local, f, reused);
+                                        {config.key_prefix + ":cache", config.cache_stream_max_len, "cache"}, metrics_.stream,
+                                        [local = local_, id = local_->embedder_id(),
+                                         reused = metrics_.vector_reused](const redis::EventStream::Fields& f) {
+                                          return apply(*local, id, f, reused);
                                         });
     // An insert is published once its text is embedded, with the vector: the other gateways
     // store it without embedding it again (a MiniLM embed is milliseconds of CPU on each).
@@ -121,8 +111,8 @@ class SharedCache final : public SemanticCache {
   }
   bool erase_entry(std::uint64_t id) override { return local_->erase_entry(id); }
   void flush() override { local_->flush(); }
-  void insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) override {
-    local_->insert_from_peer(plan, std::move(answer), std::move(vector));
+  bool insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) override {
+    return local_->insert_from_peer(plan, std::move(answer), std::move(vector));
   }
   std::string embedder_id() const override { return local_->embedder_id(); }
   void set_audit_fetch(AuditFetch fetch) override { local_->set_audit_fetch(std::move(fetch)); }
@@ -137,7 +127,9 @@ class SharedCache final : public SemanticCache {
 
  private:
   // Another gateway's event, on the stream reader's strand.
-  static bool apply(SemanticCache& local, const redis::EventStream::Fields& f, prometheus::Counter* reused) {
+  // `id`: the local embedder's name, taken once.
+  static bool apply(SemanticCache& local, const std::string& id, const redis::EventStream::Fields& f,
+                    prometheus::Counter* reused) {
     const auto op = f.find("op");
     if (op == f.end()) return false;
     if (op->second == "insert") {
@@ -147,13 +139,12 @@ class SharedCache final : public SemanticCache {
       std::vector<float> vector;
       const auto emb = f.find("emb");
       const auto vec = f.find("vec");
-      if (emb != f.end() && vec != f.end() && emb->second == local.embedder_id() && !emb->second.empty() &&
+      if (emb != f.end() && vec != f.end() && !id.empty() && emb->second == id &&
           vec->second.size() % sizeof(float) == 0) {
         vector.resize(vec->second.size() / sizeof(float));
         std::memcpy(vector.data(), vec->second.data(), vec->second.size());
-        if (reused) reused->Increment();
       }
-      local.insert_from_peer(plan, std::move(answer), std::move(vector));
+      if (local.insert_from_peer(plan, std::move(answer), std::move(vector)) && reused) reused->Increment();
       return true;
     }
     if (op->second == "erase") {

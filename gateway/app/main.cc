@@ -271,8 +271,8 @@ int main(int argc, char** argv) {
     auto reader = redis::make_client(sections.redis, redis_loop->executor(), &gw.registry(), "routing_stream");
     reader->start();
     shared_routing = app::SharedRouting::start(gw, redis_client, std::move(reader), *sections.redis, &gw.registry());
-    gw.on_placement([weak = std::weak_ptr<app::SharedRouting>(shared_routing)](const gateway::RoutePlacement& p) {
-      if (const auto s = weak.lock()) s->add(p);
+    gw.on_placement([weak = std::weak_ptr<app::SharedRouting>(shared_routing)](gateway::RoutePlacement p) {
+      if (const auto s = weak.lock()) s->add(std::move(p));
     });
   }
 

@@ -10,7 +10,6 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
-#include <cstring>
 
 #include "tidegate/common/log.h"
 #include "tidegate/redis/event_stream.h"
@@ -31,16 +30,13 @@ struct SharedRouting::Metrics {
   prometheus::Counter* ignored = nullptr;
   prometheus::Counter* malformed = nullptr;
 
-  explicit Metrics(prometheus::Registry* r) {
+  explicit Metrics(prometheus::Registry* r)
+      : stream(redis::register_stream_counters(
+            r, "tidegate_routing_shared_events_total",
+            "Entries of the fleet's routing stream (batches of placements): published, publish_failed (Redis "
+            "down: this gateway's placements stay local), applied (another gateway's), missed (trimmed before "
+            "this gateway read them)")) {
     if (!r) return;
-    auto& events = prometheus::BuildCounter()
-                       .Name("tidegate_routing_shared_events_total")
-                       .Help("Entries of the fleet's routing stream (batches of placements): published, "
-                             "publish_failed (Redis down: this gateway's placements stay local), applied "
-                             "(another gateway's), missed (trimmed before this gateway read them)")
-                       .Register(*r);
-    stream = {&events.Add({{"event", "published"}}), &events.Add({{"event", "publish_failed"}}),
-              &events.Add({{"event", "applied"}}), &events.Add({{"event", "missed"}})};
     auto& placements = prometheus::BuildCounter()
                            .Name("tidegate_routing_shared_placements_total")
                            .Help("Prefix placements and session pins shared with the fleet: sent, dropped (the "
@@ -77,14 +73,14 @@ std::shared_ptr<SharedRouting> SharedRouting::start(gateway::Gateway& gateway, s
   return s;
 }
 
-void SharedRouting::add(const gateway::RoutePlacement& placement) {
+void SharedRouting::add(gateway::RoutePlacement placement) {
   {
     std::lock_guard lock(mu_);
     if (pending_.size() >= kMaxPending) {
       Metrics::bump(metrics_->dropped);
       return;
     }
-    pending_.push_back(placement);
+    pending_.push_back(std::move(placement));
     if (flush_scheduled_) return;
     flush_scheduled_ = true;
   }

@@ -39,7 +39,7 @@ class SharedRouting final : public std::enable_shared_from_this<SharedRouting> {
                                               std::shared_ptr<redis::Client> reader, const redis::RedisConfig& config,
                                               prometheus::Registry* registry);
   // The gateway's PlacementSink: any thread, never blocks.
-  void add(const gateway::RoutePlacement& placement);
+  void add(gateway::RoutePlacement placement);
   void stop();
 
   struct Metrics;

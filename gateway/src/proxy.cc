@@ -186,7 +186,7 @@ void Session::tell_placement() {
   if (route_hint_->new_blocks) p.blocks = route_hint_->blocks;
   if (route_hint_->new_pin) p.session = route_hint_->session;
   route_hint_->new_blocks = route_hint_->new_pin = false;  // told once (a retry's pick sets them again)
-  impl_->placement_sink(p);
+  impl_->placement_sink(std::move(p));
 }
 
 void Session::connect(const ReplicaPtr& replica) {

@@ -1,6 +1,5 @@
 #include "replica_pool.h"
 
-
 #include <algorithm>
 
 namespace tidegate::gateway {

@@ -3,6 +3,7 @@
 #include "tidegate/redis/event_stream.h"
 
 #include <prometheus/counter.h>
+#include <prometheus/registry.h>
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -23,6 +24,15 @@ void bump(prometheus::Counter* c, double by = 1) {
 }
 
 }  // namespace
+
+StreamCounters register_stream_counters(prometheus::Registry* registry, const std::string& name, const std::string& help,
+                                        std::initializer_list<std::pair<const char*, prometheus::Counter**>> extra) {
+  if (!registry) return {};
+  auto& f = prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
+  for (const auto& [event, counter] : extra) *counter = &f.Add({{"event", event}});
+  return {&f.Add({{"event", "published"}}), &f.Add({{"event", "publish_failed"}}), &f.Add({{"event", "applied"}}),
+          &f.Add({{"event", "missed"}})};
+}
 
 EventStream::EventStream(std::shared_ptr<Client> publisher, std::shared_ptr<Client> reader, Options options,
                          StreamCounters counters, OnEvent on_event)

@@ -268,7 +268,7 @@ TEST(SemanticCache, PeerInsertsReuseTheSendersVector) {
     ASSERT_EQ(receiver.counter("tidegate_cache_inserts_total"), n);
   };
   const auto calls = receiver.embedder->calls.load();
-  receiver.cache->insert_from_peer(std::get<0>(first), std::get<1>(first), std::get<2>(first));
+  EXPECT_TRUE(receiver.cache->insert_from_peer(std::get<0>(first), std::get<1>(first), std::get<2>(first)));
   wait_inserts(1);
   EXPECT_EQ(receiver.embedder->calls.load(), calls);  // stored from the sender's vector
   const auto hit = receiver.lookup(receiver.plan(chat_body("what is the capital of france")));
@@ -277,7 +277,7 @@ TEST(SemanticCache, PeerInsertsReuseTheSendersVector) {
 
   const auto cats = receiver.plan(chat_body("Tell me a joke about cats"));
   const auto before = receiver.embedder->calls.load();
-  receiver.cache->insert_from_peer(cats, CachedAnswer{"Meow.", "stop", 1, 1}, std::vector<float>(3, 0.5f));
+  EXPECT_FALSE(receiver.cache->insert_from_peer(cats, CachedAnswer{"Meow.", "stop", 1, 1}, std::vector<float>(3, 0.5f)));
   wait_inserts(2);
   EXPECT_GT(receiver.embedder->calls.load(), before);  // a vector of another size: embedded here
   EXPECT_EQ(receiver.lookup(cats).answer.content, "Meow.");

@@ -101,10 +101,12 @@ class SemanticCache {
   // embedded, so that the vector travels with it and the other gateways need not embed it again.
   using InsertListener = std::function<void(const CachePlan&, const CachedAnswer&, const std::vector<float>&)>;
   virtual void set_insert_listener(InsertListener listener) {}
-  // Another gateway's insert: stored with `vector` when it has this cache's dimension (the sender
-  // checked embedder_id()), else embedded here; never heard by the listener.
-  virtual void insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) {
+  // Another gateway's insert: stored with `vector` when it has this cache's dimension (the caller
+  // checked embedder_id()), else embedded here; never heard by the listener. True when `vector`
+  // was used (nothing embedded).
+  virtual bool insert_from_peer(const CachePlan& plan, CachedAnswer answer, std::vector<float> vector) {
     insert(plan, std::move(answer));
+    return false;
   }
   // Names the vectors this cache's embedder makes ("minilm/all-MiniLM-L6-v2/384"); empty: unknown,
   // and no vector is shared.

@@ -190,8 +190,9 @@ struct RoutePlacement {
   std::vector<std::uint64_t> blocks;  // the prompt's whole chain of block hashes; empty: none new
   std::uint64_t session = 0;          // the session newly pinned to the replica; 0: none
 };
-// Called on the request's event loop, with no lock held: copy or post, never block.
-using PlacementSink = std::function<void(const RoutePlacement&)>;
+// Called on the request's event loop, with no lock held, with the placement to keep: post or
+// queue it, never block.
+using PlacementSink = std::function<void(RoutePlacement)>;
 
 class Gateway final {
  public:

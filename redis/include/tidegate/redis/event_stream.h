@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <utility>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@
 
 namespace prometheus {
 class Counter;
+class Registry;
 }
 
 namespace tidegate::redis {
@@ -33,6 +36,11 @@ struct StreamCounters {
   prometheus::Counter* applied = nullptr;         // another gateway's event handed to on_event
   prometheus::Counter* missed = nullptr;          // another gateway's events trimmed before read
 };
+
+// Registers the family `name`{event} with the four events above, plus each `extra` event (its
+// counter written through the pointer). A null registry leaves every counter null.
+StreamCounters register_stream_counters(prometheus::Registry* registry, const std::string& name, const std::string& help,
+                                        std::initializer_list<std::pair<const char*, prometheus::Counter**>> extra = {});
 
 class EventStream final : public std::enable_shared_from_this<EventStream> {
  public:
