@@ -134,7 +134,7 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
   const double window = cfg.scale_down_stabilization_s.value_or(cold);
   const int tiers_sum = std::accumulate(d.desired_tiers.begin(), d.desired_tiers.end(), 0);
   // Starts in progress are capacity too: cancelling one for a dip throws its load time away.
-  const int held = hold_highest(st.recommendations, in.t, window, desired);
+  const int held = hold_highest(st.recommendations, in.t, window, in.decided_elsewhere ? std::max(desired, in.active) : desired);
   if (held > desired && desired < capacity) {
     d.reason_code = "stabilised";
     d.reason = "stabilised: holding max recommendation " + std::to_string(std::min(held, capacity)) + " of last " +
@@ -142,7 +142,9 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
     desired = std::min(held, capacity);  // stabilisation never causes a scale-up
   }
   // Standby capacity is stabilised the same way, as the plan's total.
-  const int plan = hold_highest(st.plan_recommendations, in.t, window, work.any ? work.active + tiers_sum : desired);
+  const int own_plan = work.any ? work.active + tiers_sum : desired;
+  const int plan = hold_highest(st.plan_recommendations, in.t, window,
+                                in.decided_elsewhere ? std::max(own_plan, in.active + in.warm) : own_plan);
 
   // Step limits.
   if (desired > capacity) {

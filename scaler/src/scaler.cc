@@ -210,8 +210,9 @@ void Scaler::tick_pool(Pool& p, double t) {
   in.starting = std::max(0, before.starting - refills);
   in.warm = before.warm;
   in.cold_start_s = p.controller->measured_startup_s();
-  Decision d = decide(policy, p.policy_state, in);
   const bool acts = acting();
+  in.decided_elsewhere = !acts;
+  Decision d = decide(policy, p.policy_state, in);
   if (d.direction != Direction::kHold)
     log::info("scaler.decision", {{"model", p.config.model}, {"desired", d.desired}, {"active", d.active},
                                   {"starting", d.starting}, {"direction", std::string(to_string(d.direction))},

@@ -108,6 +108,32 @@ TEST(Policy, ScaleDownStabilisationHoldsTheHighestRecentRecommendation) {
   EXPECT_EQ(d.direction, Direction::kDown);
 }
 
+// Under leader election a follower sees only its own gateway's share of the traffic: its own
+// recommendations say less than the fleet the leader runs. Recorded with that fleet, its window
+// keeps the leader's capacity for a whole window after it takes over, instead of releasing it on
+// its first tick (which drained a replica other gateways were streaming from).
+TEST(Policy, AFollowerTakingOverKeepsTheLeadersFleetForTheWindow) {
+  auto cfg = base();
+  cfg.stable_window_s = cfg.panic_window_s = 1;
+  PolicyState follower, alone;
+  for (double t = 0; t < 60; t += 1) {
+    auto in = at(t, 8, 3);  // its own 8 requests want 1 replica; the leader runs 3
+    in.decided_elsewhere = true;
+    EXPECT_EQ(decide(cfg, follower, in).direction, Direction::kHold) << t;  // what it shows: no release
+    decide(cfg, alone, at(t, 8, 3));
+  }
+  // Now the leader: the same traffic, nothing decided elsewhere.
+  auto d = decide(cfg, follower, at(60, 8, 3));
+  EXPECT_EQ(d.desired, 3);
+  EXPECT_EQ(d.reason_code, "stabilised");
+  EXPECT_EQ(decide(cfg, follower, at(359, 8, 3)).desired, 3);  // the last follower tick (t=59) is in the window
+  d = decide(cfg, follower, at(361, 8, 3));
+  EXPECT_EQ(d.desired, 1);
+  EXPECT_EQ(d.direction, Direction::kDown);
+  // Without the rule it would have released two replicas at once.
+  EXPECT_EQ(decide(cfg, alone, at(60, 8, 3)).desired, 1);
+}
+
 TEST(Policy, StepRatesLimitBothDirections) {
   auto cfg = base();
   cfg.scale_up_max_step = 3;

@@ -138,6 +138,11 @@ struct PolicyInput {
   int starting = 0;  // replicas on the way (loading) that will add capacity
   int warm = 0;      // ready, not routed (informational)
   std::optional<double> cold_start_s;  // measured time from start to ready, when known
+  // Another scaler decides this fleet (a follower under leader election): the fleet seen
+  // (active, warm) is that leader's decision, so the scale-down window records it as a
+  // recommendation too. On taking over, this scaler then releases nothing the leader held within
+  // the window; its own history saw only its own gateway's share of the traffic.
+  bool decided_elsewhere = false;
 };
 
 enum class Direction { kUp, kDown, kHold };
