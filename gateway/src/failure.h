@@ -2,7 +2,7 @@
 // Every way a request can fail inside the gateway, in one table: what the client is told
 // (status, OpenAI error type and code), what the metrics count, and how the proxy reacts
 // (retry on another replica, blame the replica, treat as a deadline). The data path never
-// builds an error from loose strings: it names a Failure, and Session::fail() answers and
+// builds an error from loose strings: it names a Failure, and ClientConnection::fail() answers and
 // counts it, so no local reply goes uncounted and a label never drifts from its code.
 #include <array>
 #include <cstddef>

@@ -1,5 +1,5 @@
 #pragma once
-// Private state shared by the listener, sessions and probes. One Impl per Gateway.
+// Private state shared by the listener, client connections and probes. One Impl per Gateway.
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 
@@ -9,12 +9,14 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "attempt_buffers.h"
 #include "openai.h"
 #include "stats.h"
 #include "tidegate/gateway/gateway.h"
@@ -30,9 +32,9 @@ using tcp = net::ip::tcp;
 // costs an indirect call for each.
 using Executor = net::io_context::executor_type;
 using Socket = net::basic_stream_socket<tcp, Executor>;
-using TcpStream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
+using Clock = std::chrono::steady_clock;
 
-class Session;
+class ClientConnection;
 
 // Loop deadlines and idle ages have the tick's resolution (100 ms), so they read the coarse
 // monotonic clock: it is the same clock as steady_clock, updated every jiffy, and reading it
@@ -59,8 +61,8 @@ inline std::chrono::steady_clock::duration secs(double s) {
 // Idle keep-alive connections to replicas, owned by one event loop (no locking).
 class ConnPool final {
  public:
-  std::unique_ptr<TcpStream> take(std::uint64_t replica_serial);
-  void put(const ReplicaPtr& replica, std::unique_ptr<TcpStream> conn);
+  std::optional<Socket> take(std::uint64_t replica_serial);
+  void put(const ReplicaPtr& replica, Socket conn);
   // Closes connections idle past kMaxIdle and every connection of a replica that no pool
   // holds any more (a reload or the scaler removed it): nothing would ever take them, and
   // each was a descriptor held for good (the soak found them, CLOSE_WAIT once the replica
@@ -81,7 +83,7 @@ class ConnPool final {
  private:
   struct Idle {
     std::chrono::steady_clock::time_point since;
-    std::unique_ptr<TcpStream> conn;
+    Socket conn;
   };
   struct Slot {
     std::vector<Idle> idle;
@@ -92,10 +94,12 @@ class ConnPool final {
 };
 
 // Member order matters at teardown: pooled connections go first, then the io_context
-// (whose pending handlers own sessions that unregister themselves under sessions_mu).
+// (whose pending handlers own connections that unregister themselves under connections_mu,
+// and attempts that give their buffers back).
 struct Worker {
-  std::mutex sessions_mu;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  std::mutex connections_mu;
+  std::unordered_map<ClientConnection*, std::weak_ptr<ClientConnection>> connections;
+  AttemptBufferPool attempt_buffers;
   std::thread thread;
   // Sockets here are used by this loop's thread only (accepted ones are handed over as bare
   // descriptors, pooled upstream connections stay with their loop), so Asio's per-socket
@@ -106,11 +110,13 @@ struct Worker {
   // connection's per-operation timeouts otherwise do four times a request.
   net::steady_timer anchor{ioc};
   std::uint64_t ticks = 0;
-  // The tick also visits every session (Session::on_tick): it enforces their loop deadlines,
-  // so it is their resolution, and starts the client hang-up watch of requests still waiting
-  // on a replica, so a request answered within a tick never pays for one.
+  // The tick also visits every client connection (ClientConnection::on_tick): it enforces the
+  // deadline of every step, the client's and the upstream attempt's (the one deadline
+  // mechanism of the data path), so it is their resolution, and starts the client hang-up
+  // watch of requests still waiting on a replica, so a request answered within a tick never
+  // pays for one.
   static constexpr std::chrono::milliseconds kTick{100};
-  std::vector<std::shared_ptr<Session>> ticking;  // the tick's scratch
+  std::vector<std::shared_ptr<ClientConnection>> ticking;  // the tick's scratch
   ConnPool conns;
 };
 
@@ -141,7 +147,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   const ApiKey* authenticate(const GatewayConfig& c, std::string_view bearer) const;
   // One JSON line, sampled (errors always); `config` is the request's snapshot.
   void access_log(const RequestContext& ctx, std::string_view method, const GatewayConfig& config);
-  void close_idle_sessions();
+  void close_idle_connections();
   std::string next_request_id();
 
   mutable std::mutex config_mu;

@@ -9,7 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 
-#include "session.h"
+#include "client_connection.h"
 #include "tidegate/common/log.h"
 
 namespace tidegate::gateway {
@@ -114,13 +114,13 @@ void Gateway::Impl::access_log(const RequestContext& ctx, std::string_view metho
   log::write_line(access_fd, access_line(o));
 }
 
-void Gateway::Impl::close_idle_sessions() {
+void Gateway::Impl::close_idle_connections() {
   for (auto& w : workers) {
     net::post(w->ioc, [&w = *w] {
-      std::vector<std::shared_ptr<Session>> live;
+      std::vector<std::shared_ptr<ClientConnection>> live;
       {
-        std::lock_guard lock(w.sessions_mu);
-        for (auto& [_, weak] : w.sessions)
+        std::lock_guard lock(w.connections_mu);
+        for (auto& [_, weak] : w.connections)
           if (auto s = weak.lock()) live.push_back(std::move(s));
       }
       for (auto& s : live) s->close_if_idle();
@@ -217,7 +217,7 @@ void do_accept(const std::shared_ptr<Gateway::Impl>& impl) {
             beast::error_code assign_ec;
             s.assign(protocol, fd, assign_ec);
             if (assign_ec) return void(::close(fd));
-            std::make_shared<Session>(impl, worker, std::move(s))->start();
+            std::make_shared<ClientConnection>(impl, worker, std::move(s))->start();
           });
         }
       }
@@ -231,13 +231,13 @@ void arm_anchor(Worker& w) {
   w.anchor.async_wait([&w](beast::error_code ec) {
     if (ec) return;
     {
-      std::lock_guard lock(w.sessions_mu);
-      for (auto& [_, weak] : w.sessions)
+      std::lock_guard lock(w.connections_mu);
+      for (auto& [_, weak] : w.connections)
         if (auto s = weak.lock()) w.ticking.push_back(std::move(s));
     }
     const auto now = coarse_now();  // the clock the deadlines were set on
     for (auto& s : w.ticking) s->on_tick(now);
-    w.ticking.clear();  // outside the lock: the last reference may end a session here
+    w.ticking.clear();  // outside the lock: the last reference may end a connection here
     if (++w.ticks % 10 == 0) w.conns.prune(now);
     arm_anchor(w);
   });
@@ -332,7 +332,7 @@ void Gateway::drain() {
                                            std::chrono::duration<double>(impl_->config()->timeouts.drain_s));
   log::info("gateway.draining", {{"open_connections", impl_->open_connections.load()}});
   while (impl_->open_connections > 0 && Clock::now() < deadline) {
-    impl_->close_idle_sessions();
+    impl_->close_idle_connections();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   log::info("gateway.drained", {{"open_connections", impl_->open_connections.load()}});

@@ -1,4 +1,6 @@
-#include "session.h"
+#include "client_connection.h"
+
+#include "active_request.h"
 
 #include "tidegate/common/log.h"
 
@@ -60,64 +62,58 @@ std::string basic_password(std::string_view auth) {
 
 }  // namespace
 
-Session::Session(std::shared_ptr<Gateway::Impl> impl, Worker& worker, Socket socket)
-    : impl_(std::move(impl)), worker_(worker), stream_(std::move(socket)) {
-  // Beast reads at most the buffer's free capacity (512 bytes for a new flat_buffer): without
-  // this, a 4 KiB upstream answer took eight reads, each relayed as its own write.
-  up_buffer_.reserve(up_chunk_.size());
+ClientConnection::ClientConnection(std::shared_ptr<Gateway::Impl> impl, Worker& worker, Socket socket)
+    : impl_(std::move(impl)), worker_(worker), socket_(std::move(socket)) {
   impl_->open_connections++;
   impl_->stats.connections_open.Increment();
   impl_->stats.connections_total.Increment();
 }
 
-Session::~Session() {
-  if (replica_) release_replica(Outcome::kNeutral);
+ClientConnection::~ClientConnection() {
+  // Only reached with a request still held when the loop is torn down (every other path ends
+  // the request first): its replica and attempt go back without a log line.
+  if (request_) request_->abandon();
   impl_->open_connections--;
   impl_->stats.connections_open.Decrement();
-  std::lock_guard lock(worker_.sessions_mu);
-  worker_.sessions.erase(this);
+  std::lock_guard lock(worker_.connections_mu);
+  worker_.connections.erase(this);
 }
 
-void Session::start() {
+void ClientConnection::start() {
   {
-    std::lock_guard lock(worker_.sessions_mu);
-    worker_.sessions[this] = weak_from_this();
+    std::lock_guard lock(worker_.connections_mu);
+    worker_.connections[this] = weak_from_this();
   }
   wait_for_request();
 }
 
-void Session::close_if_idle() {
+void ClientConnection::close_if_idle() {
   if (idle_) close();
 }
 
-// Beast's timers need no disarming here: they apply only to operations on the Beast stream,
-// each of which sets its own, and the steps timed by the tick use the raw socket.
-void Session::arm_client_deadline(double seconds) {
+void ClientConnection::arm_client_deadline(double seconds) {
+  client_timed_out_ = false;
   client_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
 }
 
-void Session::on_tick(Clock::time_point now) {
-  beast::error_code ignored;
-  if (now >= upstream_deadline_ && upstream_) {
-    upstream_deadline_ = Clock::time_point::max();
-    upstream_timed_out_ = true;
-    upstream_->socket().close(ignored);  // the pending step completes with an error
-    return;
-  }
+void ClientConnection::on_tick(Clock::time_point now) {
+  if (request_) request_->on_tick(now);  // the upstream attempt's deadline
   if (now >= client_deadline_) {
     client_deadline_ = Clock::time_point::max();
-    stream_.socket().close(ignored);
+    client_timed_out_ = true;
+    beast::error_code ignored;
+    socket_.close(ignored);  // the pending step completes with an error, read as a timeout
     return;
   }
-  if (awaiting_upstream_ && ctx_) watch_client();
+  if (request_ && request_->awaiting_upstream()) watch_client();
 }
 
-double Session::since_start() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+double ClientConnection::since_start() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
 // Waiting for the first byte of a request is "idle" (keep-alive timeout); once bytes come,
 // the whole head must arrive within header_read (slow-loris). A new connection gets the
 // header timeout from the start.
-void Session::wait_for_request() {
+void ClientConnection::wait_for_request() {
   impl_->refresh(config_, config_seen_);
   if (impl_->draining && !first_request_) return close();
   if (buffer_.size() > 0) return read_header();
@@ -125,7 +121,7 @@ void Session::wait_for_request() {
   arm_client_deadline(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s);
   // The raw socket, not the Beast stream: the tick enforces this step's deadline, and a plain
   // buffer lets Asio use recv(2) rather than recvmsg(2) with a one-entry iovec.
-  stream_.socket().async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
     self->idle_ = false;
     self->client_deadline_ = Clock::time_point::max();
     if (ec) return self->close();
@@ -134,7 +130,7 @@ void Session::wait_for_request() {
   });
 }
 
-void Session::read_header() {
+void ClientConnection::read_header() {
   idle_ = false;
   parser_.emplace(req_);
   parser_->header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
@@ -152,12 +148,14 @@ void Session::read_header() {
     buffer_.consume(parser_->put(buffer_.data(), ec));
     if (ec != http::error::need_more) return on_header(ec);
   }
-  stream_.expires_after(secs(config_->timeouts.header_read_s));
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  arm_client_deadline(config_->timeouts.header_read_s);
+  http::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    self->client_deadline_ = Clock::time_point::max();
+    self->on_header(self->mapped(ec));
+  });
 }
 
-void Session::on_header(beast::error_code ec) {
+void ClientConnection::on_header(beast::error_code ec) {
   start_ = Clock::now();
   if (ec == http::error::header_limit) {
     return fail(Failure::kHeaderTooLarge, "request headers are larger than the limit", true);
@@ -186,15 +184,18 @@ void Session::on_header(beast::error_code ec) {
   }
   if (parser_->is_done()) return on_body({}, false);
   auto read_body = [self = shared_from_this()] {
-    self->stream_.expires_after(secs(self->config_->timeouts.body_read_s));
-    http::async_read(self->stream_, self->buffer_, *self->parser_,
-                     [self](beast::error_code ec, std::size_t) { self->on_body(ec); });
+    self->arm_client_deadline(self->config_->timeouts.body_read_s);
+    http::async_read(self->socket_, self->buffer_, *self->parser_, [self](beast::error_code ec, std::size_t) {
+      self->client_deadline_ = Clock::time_point::max();
+      self->on_body(self->mapped(ec));
+    });
   };
   // curl and others wait (up to a second) for this before sending a larger body.
   if (beast::iequals(req_.header(http::field::expect), "100-continue") && !parser_->is_done()) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    stream_.expires_after(secs(config_->timeouts.write_s));
-    return net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this(), read_body](beast::error_code ec, std::size_t) {
+    arm_client_deadline(config_->timeouts.write_s);
+    return net::async_write(socket_, net::buffer(kContinue), [self = shared_from_this(), read_body](beast::error_code ec, std::size_t) {
+      self->client_deadline_ = Clock::time_point::max();
       if (ec) return self->close();
       read_body();
     });
@@ -202,7 +203,7 @@ void Session::on_header(beast::error_code ec) {
   read_body();
 }
 
-void Session::on_body(beast::error_code ec, bool waited) {
+void ClientConnection::on_body(beast::error_code ec, bool waited) {
   if (ec == http::error::body_limit) {
     return fail(Failure::kBodyTooLarge, "request body is larger than the limit", true);
   }
@@ -221,7 +222,7 @@ void Session::on_body(beast::error_code ec, bool waited) {
   handle_request();
 }
 
-void Session::handle_request() {
+void ClientConnection::handle_request() {
   const std::string_view target = req_.target();
   const std::string_view path = target.substr(0, target.find('?'));
   const auto method = req_.method();
@@ -273,7 +274,7 @@ void Session::handle_request() {
 }
 
 // The admin key, as a Bearer token or as a Basic password (any user name).
-bool Session::has_admin_key() const {
+bool ClientConnection::has_admin_key() const {
   const auto auth = req_.header(http::field::authorization);
   const auto& key = config_->admin_key;
   return !key.empty() && (constant_time_equal(bearer_token(auth), key) || constant_time_equal(basic_password(auth), key));
@@ -282,7 +283,7 @@ bool Session::has_admin_key() const {
 // Admin routes with API keys but no admin_key are closed, not open: a deployment that turned
 // on client keys and forgot the admin one must not hand every client the cache and scaler.
 // Open mode (no keys at all) is only allowed on loopback or with `auth: none` (config.cc).
-bool Session::admit_guarded(bool guarded, bool browser) {
+bool ClientConnection::admit_guarded(bool guarded, bool browser) {
   if (!guarded) return true;
   if (config_->admin_key.empty()) {
     if (config_->api_keys.empty()) return true;
@@ -296,7 +297,7 @@ bool Session::admit_guarded(bool guarded, bool browser) {
   return false;
 }
 
-void Session::handle_route(const Route& route) {
+void ClientConnection::handle_route(const Route& route) {
   const bool dashboard = route.access == RouteAccess::kDashboard;
   const bool guarded = route.access == RouteAccess::kAdmin || (dashboard && config_->dashboard_needs_admin_key);
   if (!admit_guarded(guarded, dashboard)) return;
@@ -308,118 +309,49 @@ void Session::handle_route(const Route& route) {
   if (q != std::string::npos) rr.query = rr.target.substr(q + 1);
   req_.for_each_field([&rr](const ClientRequest::Field& f) { rr.headers[lower(f.name_string)] = std::string(f.value); });
   rr.body = req_.body();
-  auto ex = stream_.get_executor();
+  auto ex = socket_.get_executor();
   route.handler(rr, [self = shared_from_this(), ex](LocalReply reply) {
     net::post(ex, [self, reply = std::move(reply)]() mutable { self->send_local(std::move(reply)); });
   });
 }
 
-void Session::handle_inference(Endpoint endpoint) {
-  ctx_ = std::make_shared<RequestContext>();
-  ctx_->start = start_;
-  ctx_->path = std::string(req_.target());
+// The request's context from the connection's view (its id, the headers filters may read, who
+// is asking); the request itself takes it from there.
+void ClientConnection::handle_inference(Endpoint endpoint) {
+  auto ctx = std::make_shared<RequestContext>();
+  ctx->start = start_;
+  ctx->path = std::string(req_.target());
   const auto rid = req_.header("x-request-id");
-  ctx_->request_id = usable_request_id(rid) ? std::string(rid) : impl_->next_request_id();
+  ctx->request_id = usable_request_id(rid) ? std::string(rid) : impl_->next_request_id();
   if (impl_->copy_request_headers) {
-    req_.for_each_field([this](const ClientRequest::Field& f) {
+    req_.for_each_field([&ctx](const ClientRequest::Field& f) {
       if (f.name == http::field::authorization) return;  // secrets stay out of filters' hands
-      ctx_->request_headers[lower(f.name_string)] = std::string(f.value);
+      ctx->request_headers[lower(f.name_string)] = std::string(f.value);
     });
   }
+  request_ = std::make_shared<ActiveRequest>(*this, std::move(ctx));
+  auto& c = request_->ctx();
   // Authentication before parsing: unauthenticated clients learn nothing about models.
   if (!config_->api_keys.empty()) {
     const auto* key = impl_->authenticate(*config_, bearer_token(req_.header(http::field::authorization)));
     if (!key) {
-      ctx_->tenant = "unauthenticated";
+      c.tenant = "unauthenticated";
       return fail(Failure::kInvalidApiKey, "invalid or missing API key (Authorization: Bearer ...)");
     }
-    ctx_->tenant = key->tenant;
-    ctx_->key_name = key->name;
-    ctx_->tags = key->tags;
+    c.tenant = key->tenant;
+    c.key_name = key->name;
+    c.tags = key->tags;
   } else {
-    ctx_->tenant = "anonymous";
+    c.tenant = "anonymous";
   }
-  parsed_.emplace();
-  if (auto err = parse_request(endpoint, req_.body(), *parsed_, impl_->parse_request_body)) return fail(*err);
-  ctx_->model = parsed_->model;
-  ctx_->stream = parsed_->stream;
-  ctx_->client_wants_usage = parsed_->client_wants_usage;
-  ctx_->max_tokens = parsed_->max_tokens;
-  ctx_->temperature = parsed_->temperature;
-  ctx_->n = parsed_->n;
-  ctx_->user = parsed_->user;
-  ctx_->body = std::move(parsed_->json);
-  if (!config_->find_model(parsed_->model)) {
-    // The name is the client's: it goes into no metric label (one bucket for every unknown
-    // name, so nobody can mint series) and only a bounded prefix of it into the answer.
-    constexpr std::size_t kShown = 128;
-    const std::string shown = parsed_->model.size() > kShown ? parsed_->model.substr(0, kShown) + "..." : parsed_->model;
-    ctx_->model = kUnknownModel;
-    return fail(api_error(Failure::kModelNotFound, "the model '" + shown + "' does not exist", "model"));
-  }
-  run_filters(0);
-}
-
-namespace {
-
-// One filter's pre_forward call. `done` may come inside pre_forward (most filters) or later
-// from any thread (a cache lookup); whichever of the two ends second continues the request.
-struct FilterCall {
-  static constexpr int kInside = 0, kReturned = 1, kAnsweredInside = 2;
-  explicit FilterCall(std::size_t i) : index(i) {}
-  const std::size_t index;
-  std::atomic<bool> answered{false};  // done was called (a second call is a filter bug)
-  std::atomic<int> phase{kInside};
-  std::optional<LocalReply> reply;
-};
-
-}  // namespace
-
-void Session::run_filters(std::size_t index) {
-  for (; index < impl_->before_forward.size(); ++index) {
-    auto call = std::make_shared<FilterCall>(index);
-    const bool returned = invoke_filter("pre_forward", [&] { impl_->before_forward[index]->pre_forward(
-        ctx_, [self = shared_from_this(), ex = stream_.get_executor(), call](std::optional<LocalReply> r) {
-          if (call->answered.exchange(true)) return;
-          call->reply = std::move(r);
-          int inside = FilterCall::kInside;
-          if (call->phase.compare_exchange_strong(inside, FilterCall::kAnsweredInside)) return;  // the loop goes on
-          // Answered after pre_forward returned, perhaps on another thread: resume on the loop.
-          net::post(ex, [self, call] {
-            if (!call->reply) return self->run_filters(call->index + 1);
-            self->answer_from_filter(std::move(*call->reply));
-          });
-        }); });
-    // Threw before answering: a 500, and a later done() from it is ignored. Threw after
-    // answering: the answer stands.
-    if (!returned && !call->answered.exchange(true)) return fail(Failure::kFilterFailed, "a request filter failed");
-    int inside = FilterCall::kInside;
-    if (call->phase.compare_exchange_strong(inside, FilterCall::kReturned)) return;  // done comes later
-    // Answered inside pre_forward: go on here, without a trip through the loop's queue.
-    if (call->reply) return answer_from_filter(std::move(*call->reply));
-  }
-  proxy();
-}
-
-void Session::filter_threw(const char* hook, const char* what) noexcept {
-  try {
-    impl_->stats.filter_error(hook);
-    log::error("filter_threw", {{"hook", hook}, {"what", what}, {"request_id", ctx_ ? ctx_->request_id : ""}});
-  } catch (...) {  // out of memory while reporting: the count matters less than the loop
-  }
-}
-
-void Session::answer_from_filter(LocalReply reply) {
-  ctx_->local_reply = true;
-  impl_->stats.local_reply(reply.reason.empty() ? "filter" : reply.reason);
-  send_local(std::move(reply));
+  request_->start(endpoint);
 }
 
 // Responses are formatted by hand into one buffer (plus the body): on the hot path this is
 // measurably cheaper than Beast's generic serializer.
-void Session::send_local(LocalReply reply, bool close) {
+void ClientConnection::send_local(LocalReply reply, bool close) {
   const bool must_close = close || !keep_alive_ || impl_->draining;
-  // The session's own buffers, reused: one response is written at a time.
+  // The connection's own buffers, reused: one response is written at a time.
   auto& head = out_head_;
   head.clear();
   head += "HTTP/1.1 "sv;
@@ -435,44 +367,46 @@ void Session::send_local(LocalReply reply, bool close) {
     head += v;
   };
   for (const auto& [k, v] : reply.headers) add(k, v);
-  if (ctx_) {
-    add("x-request-id", ctx_->request_id);
-    if (!reply.reason.empty()) ctx_->reason = reply.reason;
-    for (auto& f : impl_->filters) invoke_filter("on_response_headers", [&] { f->on_response_headers(*ctx_); });
-    for (const auto& [k, v] : ctx_->response_headers) add(k, v);
+  RequestContext* ctx = request_ ? &request_->ctx() : nullptr;
+  if (ctx) {
+    add("x-request-id", ctx->request_id);
+    if (!reply.reason.empty()) ctx->reason = reply.reason;
+    for (auto& f : impl_->filters)
+      invoke_filter(impl_->stats, ctx, "on_response_headers", [&] { f->on_response_headers(*ctx); });
+    for (const auto& [k, v] : ctx->response_headers) add(k, v);
   }
   add("Content-Length", std::to_string(reply.body.size()));
   add("Connection", must_close ? "close" : "keep-alive");
   head += "\r\n\r\n"sv;
   out_body_.clear();
   if (req_.method() != http::verb::head) out_body_.swap(reply.body);
-  awaiting_upstream_ = false;
-  if (ctx_) {
-    ctx_->status = reply.status;
-    ctx_->bytes_sent = out_body_.size();
-    if (ctx_->timings.ttfb_s < 0) ctx_->timings.ttfb_s = since_start();
+  if (ctx) {
+    request_->response_started();
+    ctx->status = reply.status;
+    ctx->bytes_sent = out_body_.size();
+    if (ctx->timings.ttfb_s < 0) ctx->timings.ttfb_s = since_start();
   }
   arm_client_deadline(config_->timeouts.write_s);
   auto written = [self = shared_from_this(), must_close](beast::error_code ec, std::size_t) {
     self->client_deadline_ = Clock::time_point::max();
-    self->on_written(must_close, ec);
+    self->response_written(must_close, ec);
   };
   // Written on the raw socket (the tick enforces the deadline). A small body is copied behind
   // the head so the answer goes out in one send(2), cheaper in the kernel than a two-entry
   // sendmsg(2); a large one is not copied.
   if (out_body_.size() <= kCopiedBodyBytes) {
     head += out_body_;
-    net::async_write(stream_.socket(), net::buffer(out_head_), std::move(written));
+    net::async_write(socket_, net::buffer(out_head_), std::move(written));
   } else {
     const std::array<net::const_buffer, 2> bufs{net::buffer(out_head_), net::buffer(out_body_)};
-    net::async_write(stream_.socket(), bufs, std::move(written));
+    net::async_write(socket_, bufs, std::move(written));
   }
 }
 
-void Session::fail(const ApiError& e, bool close) {
+void ClientConnection::fail(const ApiError& e, bool close) {
   const auto& row = spec(e.failure);
   impl_->stats.local_reply(std::string(row.code));
-  if (ctx_) ctx_->reason = e.code;
+  if (request_) request_->ctx().reason = e.code;
   if (!row.replies) return this->close();
   LocalReply r;
   r.status = e.status;
@@ -482,70 +416,84 @@ void Session::fail(const ApiError& e, bool close) {
   send_local(std::move(r), close);
 }
 
-void Session::on_written(bool close_after, beast::error_code ec) {
+void ClientConnection::response_written(bool close_after, beast::error_code ec) {
   // A kept-alive connection holds on to small buffers only: the next answer reuses them.
   if (out_body_.capacity() > kReusedBodyBytes) std::string().swap(out_body_);
-  finish_request(ctx_ ? ctx_->status : 0, ec ? "client_write_failed" : "");
+  end_request(0, ec ? "client_write_failed" : "");
   if (ec || close_after) return close();
   first_request_ = false;
   if (watching_) {
-    // The client-watch read must finish before the next request is read.
+    // The client-watch wait must finish before the next request is read.
     resume_after_watch_ = true;
     beast::error_code ignored;
-    stream_.socket().cancel(ignored);
+    socket_.cancel(ignored);
     return;
   }
   wait_for_request();
 }
 
-// One place that ends an inference request: metrics, access log, on_complete.
-void Session::finish_request(int status, std::string reason) {
-  if (!ctx_) return;
-  auto ctx = std::move(ctx_);
-  ctx_.reset();
-  if (!reason.empty() && ctx->reason.empty()) ctx->reason = std::move(reason);
-  if (status) ctx->status = status;
-  auto& t = ctx->timings;
-  t.total_s = since_start();
-  if (upstream_started_) t.upstream_s = std::chrono::duration<double>(upstream_end_ - upstream_start_).count();
-  t.overhead_s = std::max(0.0, t.total_s - t.queue_s - t.upstream_s);
-  impl_->stats.request_done(series_, ctx->model.empty() ? "none" : ctx->model, ctx->tenant, ctx->status, t.total_s, t.ttfb_s,
-                            upstream_started_ || ctx->local_reply ? t.overhead_s : -1);
-  impl_->access_log(*ctx, req_.method_string(), *config_);
-  if (!ctx->model.empty() && parsed_)
-    for (auto& f : impl_->filters) invoke_filter("on_complete", [&] { f->on_complete(*ctx); });
-  if (waiting_in_queue_) {
-    waiting_in_queue_ = false;
-    if (pool_) {
-      pool_->cancel(ticket_);  // a grant already on its way finds the request gone and releases
-      pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
-    }
-  }
-  // The first streamed byte is the client's first token.
-  if (pool_ && ctx->stream && t.ttfb_s >= 0 && !ctx->local_reply) pool_->note_first_token(t.ttfb_s);
-  if (queue_timer_) queue_timer_->cancel();
-  if (replica_) release_replica(Outcome::kNeutral);
-  parsed_.reset();
-  pool_.reset();
-  attempts_ = 0;
-  tried_.clear();
-  refused_by_.reset();
-  upstream_started_ = false;
-  response_started_ = false;
-  summary_ = CompletionSummary{};
-  content_chunks_ = 0;
-  sse_.reset();
-  stream_out_.clear();
+void ClientConnection::end_request(int status, std::string reason) {
+  if (!request_) return;
+  auto request = std::move(request_);
+  request_.reset();
+  request->end(status, std::move(reason), series_);
 }
 
-void Session::close() {
+// While the replica works, a wait on the client socket notices a client that hangs up, so its
+// upstream request is cancelled and the slot freed without waiting for the answer. The worker's
+// tick starts it, so only requests that outlive a tick pay for it; the wait re-arms the socket
+// in epoll, which reports a hang-up that came before it too. It waits for readability rather
+// than reading: a read would almost always find nothing (one wasted syscall); when the socket
+// turns readable, one non-blocking read tells a hang-up from a pipelined request.
+void ClientConnection::watch_client() {
+  if (watching_) return;
+  watching_ = true;
+  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+    self->watching_ = false;
+    if (!ec) {
+      auto& socket = self->socket_;
+      beast::error_code read_ec;
+      socket.non_blocking(true, read_ec);
+      // Within the buffer's bound (prepare beyond it throws); a client that has pipelined that
+      // much is read again once this answer is out.
+      const std::size_t room = std::min<std::size_t>(4096, self->buffer_.max_size() - self->buffer_.size());
+      const std::size_t n = read_ec || room == 0 ? 0 : socket.read_some(self->buffer_.prepare(room), read_ec);
+      if (!read_ec) {
+        self->buffer_.commit(n);  // a pipelined request: keep it for later, stop watching
+      } else if (read_ec == net::error::would_block || read_ec == net::error::try_again) {
+        if (!self->resume_after_watch_) return self->watch_client();  // woke without data: wait again
+      } else {
+        ec = read_ec;  // end of stream or reset: the client is gone
+      }
+    }
+    if (ec && !self->resume_after_watch_ && self->request_ && self->request_->awaiting_upstream()) {
+      // Counted; the connection closes, and with the request go its queue ticket and its
+      // upstream attempt (cancelled).
+      return self->fail(Failure::kClientDisconnected, "");
+    }
+    // Otherwise cancelled on purpose (the response is done and the next request may be read),
+    // or the client went away after its answer: the next read finds out.
+    if (self->resume_after_watch_) {
+      self->resume_after_watch_ = false;
+      self->wait_for_request();
+    }
+  });
+}
+
+void ClientConnection::close() {
   idle_ = false;
-  drop_upstream();
-  if (replica_) release_replica(Outcome::kNeutral);
-  if (ctx_) finish_request(ctx_->status ? ctx_->status : 499, "client_disconnected");
+  if (request_) end_request(request_->ctx().status ? 0 : 499, "client_disconnected");
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream_.close();
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  socket_.close(ec);
+}
+
+void filter_threw(GatewayStats& stats, const RequestContext* ctx, const char* hook, const char* what) noexcept {
+  try {
+    stats.filter_error(hook);
+    log::error("filter_threw", {{"hook", hook}, {"what", what}, {"request_id", ctx ? ctx->request_id : ""}});
+  } catch (...) {  // out of memory while reporting: the count matters less than the loop
+  }
 }
 
 }  // namespace tidegate::gateway

@@ -1,0 +1,123 @@
+#pragma once
+// One inference request, from its parsed body to the last byte of its response: the request
+// context and the filter chain, the routing decision (queue, replica, retries), the upstream
+// attempt in progress and the response relayed to the client. A new one per request, so no
+// state is reset by hand; its connection owns it and lets go when the response is written
+// (end()). A completion that arrives after that finds it ended and does nothing.
+//
+// Admission, routing and retries live in active_request.cc, the streamed response in
+// request_stream.cc.
+#include <optional>
+#include <vector>
+
+#include "client_connection.h"
+#include "upstream_attempt.h"
+
+namespace tidegate::gateway {
+
+class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, public AttemptOwner {
+ public:
+  ActiveRequest(ClientConnection& conn, std::shared_ptr<RequestContext> ctx);
+  ~ActiveRequest();
+  ActiveRequest(const ActiveRequest&) = delete;
+  ActiveRequest& operator=(const ActiveRequest&) = delete;
+
+  // Parses the client's body (the connection has authenticated it), then runs the filters and
+  // proxies.
+  void start(Endpoint endpoint);
+  RequestContext& ctx() { return *ctx_; }
+  // Nothing was written to the client yet: a hang-up can still cancel the upstream work.
+  bool awaiting_upstream() const { return awaiting_upstream_; }
+  void response_started() { awaiting_upstream_ = false; }
+  void on_tick(Clock::time_point now) {
+    if (attempt_) attempt_->on_tick(now);
+  }
+  // The end, once: metrics, access log and on_complete; the queue ticket, the replica and the
+  // attempt are given back. `status` 0 keeps the context's.
+  void end(int status, std::string reason, RequestSeries& series);
+  // Gives back what it holds without ending it (the connection is torn down with the loop).
+  void abandon();
+
+ private:
+  Gateway::Impl& impl() { return conn_.impl(); }
+  template <typename Call>
+  bool invoke_filter(const char* hook, Call&& call) noexcept {
+    return gateway::invoke_filter(impl().stats, ctx_.get(), hook, std::forward<Call>(call));
+  }
+  // An async completion keeps both the request and its connection alive; `ended_` tells it
+  // the request is over.
+  auto anchors() { return std::make_pair(shared_from_this(), conn_.shared_from_this()); }
+
+  // --- admission and routing (active_request.cc)
+  void run_filters(std::size_t index);  // Impl::before_forward[index..], then proxy()
+  void answer_from_filter(LocalReply reply);
+  void proxy();
+  void make_route_hint(const ModelConfig& model);
+  void tell_placement();
+  void on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica);
+  void on_queue_timeout(double waited_s);
+  void start_attempt(ReplicaPtr replica, bool fresh_connection);
+  void format_upstream_head(std::string& head, std::string_view body) const;
+  // Retries a replica-attributed failure on another replica when one can take it right now.
+  // True when the retry started.
+  bool retry_elsewhere(int status);
+  void served_elsewhere();
+  void body_too_large();
+  // The attempt in progress failed at `failure` (an upstream row of failure.h): retried on
+  // another replica, relayed as a broken stream, or answered with the row's error.
+  void attempt_failed(Failure failure, bool reused);
+  void release_replica(Outcome outcome);
+  // The attempt ends (cancelled if still in flight). `stamp_end`: the try ends now.
+  void drop_attempt(bool stamp_end = true);
+  void copy_tokens();  // the usage seen so far onto the context
+  void on_attempt_head(UpstreamAttempt& a) override;
+  void on_attempt_body(UpstreamAttempt& a) override;
+  void on_attempt_failed(UpstreamAttempt& a, Failure failure) override;
+
+  // --- the streamed response (request_stream.cc)
+  void format_stream_head();
+  void start_stream();
+  void on_attempt_stream(UpstreamAttempt& a, beast::error_code ec) override;
+  void relay_stream_bytes(std::string_view bytes);
+  void write_stream_chunk(bool last);
+  std::array<net::const_buffer, 3> frame_stream_out(bool last);
+  void finish_stream();
+  void end_stream_with_error(const ApiError& e);
+
+  ClientConnection& conn_;
+  Worker& worker_;
+  const std::shared_ptr<const GatewayConfig> config_;
+  const Clock::time_point start_;
+  std::shared_ptr<RequestContext> ctx_;
+  std::optional<ParsedRequest> parsed_;
+  bool ended_ = false;
+  bool awaiting_upstream_ = true;  // nothing written to the client yet
+
+  // Routing: the pool, the queue, the replica and the attempts on it.
+  std::shared_ptr<ReplicaPool> pool_;
+  ReplicaPtr replica_;
+  std::uint64_t ticket_ = 0;
+  std::optional<net::steady_timer> queue_timer_;
+  bool waiting_in_queue_ = false;
+  std::uint64_t prompt_estimate_ = 0;  // tokens, for the scaler's work signals
+  Clock::time_point queued_at_;
+  int attempts_ = 0;
+  std::vector<std::uint64_t> tried_;       // replica serials of this request's attempts
+  std::shared_ptr<RouteHint> route_hint_;  // prefix_aware / affinity: the prompt's blocks, the session
+  // The replica whose unclear refusal (upstream_answer.h) a second replica is judging; it is
+  // blamed if that one serves the request.
+  ReplicaPtr refused_by_;
+  AttemptHandle attempt_;
+  Clock::time_point upstream_start_;
+  Clock::time_point upstream_end_;
+  bool upstream_started_ = false;
+
+  // The response.
+  CompletionSummary summary_;
+  bool response_started_ = false;  // bytes reached the client: no more retries
+  bool head_pending_ = false;      // the stream's head goes out with the next write
+  bool stream_keep_alive_ = true;
+  std::int64_t content_chunks_ = 0;  // stream token estimate until usage arrives
+};
+
+}  // namespace tidegate::gateway
