@@ -6,7 +6,10 @@
 # Env: BUILD (build dir with bin/, default build), DURATION (s per point, default 10),
 # CONNECTIONS (default 64), WRK_THREADS (default 2), SIM_THREADS (default 2), ROUNDS (every
 # point is split into this many slices, interleaved across targets; default 5),
-# NGINX_PORT (default 18002), RESULT_JSON (also write the report there).
+# NGINX_PORT (default 18002), RESULT_JSON (also write the report there), BASELINE_BIN (another
+# tidegate binary, say the build before a change, run as target `baseline` on BASELINE_PORT,
+# default 18003, with the same config: the report then carries tidegate_vs_baseline_* ratios
+# from interleaved rounds, the before/after of a change on one machine in one run).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -19,6 +22,8 @@ ROUNDS=${ROUNDS:-5}
 SIM_PORT=18001        # fixed by configs/bench-passthrough.yaml
 GATEWAY_PORT=18000
 NGINX_PORT=${NGINX_PORT:-18002}
+BASELINE_BIN=${BASELINE_BIN:-}
+BASELINE_PORT=${BASELINE_PORT:-18003}
 SIM_BIN=$BUILD/bin/tidegate-sim
 GATEWAY_BIN=$BUILD/bin/tidegate
 GATEWAY_CONFIG=configs/bench-passthrough.yaml
@@ -34,7 +39,7 @@ command -v wrk >/dev/null || die "wrk not installed (scripts/setup.sh installs i
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-for p in $SIM_PORT $GATEWAY_PORT $NGINX_PORT; do
+for p in $SIM_PORT $GATEWAY_PORT $NGINX_PORT $BASELINE_PORT; do
   port_busy "$p" && die "port $p is already in use on 127.0.0.1; stop whatever holds it"
 done
 
@@ -79,6 +84,16 @@ else
   else
     log "SKIP tidegate: not ready within 15 s: $(tail -5 "$WORK/tidegate.log")"
   fi
+fi
+
+if [[ -n $BASELINE_BIN ]]; then
+  [[ -x $BASELINE_BIN ]] || die "BASELINE_BIN=$BASELINE_BIN is not an executable"
+  sed "s|127.0.0.1:$GATEWAY_PORT|127.0.0.1:$BASELINE_PORT|" $GATEWAY_CONFIG >"$WORK/baseline.yaml"
+  "$BASELINE_BIN" --config "$WORK/baseline.yaml" >"$WORK/baseline.log" 2>&1 &
+  PIDS+=($!)
+  wait_http "http://127.0.0.1:$BASELINE_PORT/readyz" 15 || die "baseline not ready within 15 s: $(tail -5 "$WORK/baseline.log")"
+  targets+=(baseline); URL[baseline]="http://127.0.0.1:$BASELINE_PORT"
+  PROXY_PIDS[baseline]=${PIDS[-1]}
 fi
 
 busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat; }
@@ -133,6 +148,7 @@ cat >"$WORK/meta.json" <<JSON
  "rounds": "every point is $ROUNDS interleaved rounds of ${slice}s per target; the median of the rounds",
  "load": "wrk, keep-alive, POST /v1/chat/completions with 8 output tokens: cN non-stream, sN streaming (SSE)",
  "simulator": "tidegate-sim --ttft-ms 0 --tpot-ms 0 --threads $SIM_THREADS",
+ "baseline_bin": "$BASELINE_BIN",
  "skipped": [$(for n in nginx tidegate; do [[ " ${targets[*]} " == *" $n "* ]] || printf '"%s",' "$n"; done | sed 's/,$//')]}
 JSON
 $PY $HERE/summarise.py "$WORK" | tee "${RESULT_JSON:-/dev/null}"

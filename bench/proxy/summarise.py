@@ -39,7 +39,7 @@ def median_cpu(rs):
 
 
 def cpu_ratios(tg_rounds, ng_rounds):
-    """tidegate over nginx, round by round, for CPU per request: the proxy alone, the proxy in
+    """One proxy over another (tidegate over nginx), round by round, for CPU per request: the proxy alone, the proxy in
     units of the simulator's CPU in the same slice (which cancels the host's speed, the largest
     noise on a shared machine), and the whole machine (whose inverse is the throughput ratio)."""
     pairs = [(a["cpu_us_per_request"], b["cpu_us_per_request"]) for a, b in zip(tg_rounds, ng_rounds)
@@ -97,20 +97,27 @@ def summarise(d):
     report["added_latency_at_concurrency_1"] = added
     report["throughput_vs_direct"] = ratio
     report["stream_throughput_vs_direct"] = stream_ratio
-    tg, ng = targets.get("tidegate", {}), targets.get("nginx", {})
-    for key, point in (("tidegate_vs_nginx_throughput", high), ("tidegate_vs_nginx_stream_throughput", stream)):
+    for other in ("nginx", "baseline"):
+        compare(report, targets, "tidegate", other, high, stream)
+    return report
+
+
+def compare(report, targets, name, other, high, stream):
+    """`name` over `other`: throughput at the high and the streaming point (median and round by
+    round) and CPU per request."""
+    tg, ng = targets.get(name, {}), targets.get(other, {})
+    prefix = f"{name}_vs_{other}"
+    for key, point in ((f"{prefix}_throughput", high), (f"{prefix}_stream_throughput", stream)):
         if point in tg and point in ng:
             report[key] = round(tg[point]["rps"] / max(ng[point]["rps"], 1e-9), 3)
             # The same ratio round by round: slices run back to back, so this is the spread.
             if "rounds" in tg[point] and "rounds" in ng[point]:
                 report[key + "_by_round"] = [round(a["rps"] / max(b["rps"], 1e-9), 3)
                                              for a, b in zip(tg[point]["rounds"], ng[point]["rounds"])]
-    for key, point in (("tidegate_vs_nginx_cpu_per_request", high),
-                       ("tidegate_vs_nginx_stream_cpu_per_request", stream)):
+    for key, point in ((f"{prefix}_cpu_per_request", high), (f"{prefix}_stream_cpu_per_request", stream)):
         if "rounds" in tg.get(point, {}) and "rounds" in ng.get(point, {}):
             if (ratios := cpu_ratios(tg[point]["rounds"], ng[point]["rounds"])) is not None:
                 report[key] = ratios
-    return report
 
 
 def main():

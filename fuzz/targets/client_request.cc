@@ -1,6 +1,6 @@
 // The client side of the gateway's HTTP/1.1 framing: ClientRequestParser
 // (gateway/src/client_request.h: Beast's basic_parser<true> with the gateway's callbacks and its
-// Transfer-Encoding rule) driven as Session::read_header / on_header drive it: a request parser
+// Transfer-Encoding rule) driven as ClientConnection::read_header / on_header drive it: a request parser
 // per request on a keep-alive connection, pipelined requests parsed from the same buffer, reads
 // of any size into a buffer of at most max_header_bytes + kFramingSlackBytes.
 //

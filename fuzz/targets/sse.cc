@@ -1,4 +1,4 @@
-// The upstream SSE parser (gateway/src/sse.cc) as the stream relay drives it (stream.cc): feed
+// The upstream SSE parser (gateway/src/sse.cc) as the stream relay drives it (request_stream.cc): feed
 // the bytes one read at a time (at most 16 KiB, the relay's chunk buffer), pull events until
 // none is left, and hand each event's data to accumulate_stream_chunk.
 //

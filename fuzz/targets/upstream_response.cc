@@ -1,6 +1,6 @@
 // The replica side: UpstreamResponseParser (gateway/src/upstream_parser.h: Beast's
 // basic_parser<false> keeping only status, content type and framing), driven as
-// proxy.cc / stream.cc drive it: interim 1xx heads skipped (at most kMaxInterimHeads, a new
+// upstream_attempt.cc / request_stream.cc drive it: interim 1xx heads skipped (at most kMaxInterimHeads, a new
 // parser each), then either the whole body collected into a string (collect_into) or, for a
 // 200 text/event-stream, the body streamed through a fixed buffer (need_buffer when it is full)
 // into the SSE parser. End of input is the replica closing the connection (put_eof).
@@ -27,7 +27,7 @@ namespace http = boost::beast::http;
 
 namespace {
 
-constexpr int kMaxInterimHeads = 8;  // gateway/src/session.h
+constexpr int kMaxInterimHeads = 8;  // gateway/src/upstream_attempt.h
 
 struct Answer {
   std::vector<int> statuses;  // every head read, interim ones first
