@@ -292,7 +292,7 @@ void ActiveRequest::body_too_large() {
 
 bool ActiveRequest::retry_elsewhere(int status) {
   if (attempts_ > config_->max_retries) return false;
-  auto next = pool_->try_acquire(tried_, route_hint_.get());
+  auto next = pool_->try_acquire(tried(), route_hint_.get());
   if (!next) return false;
   impl().stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
   impl().stats.retries.Add({{"model", ctx_->model}}).Increment();
@@ -324,7 +324,7 @@ void ActiveRequest::on_attempt_body(UpstreamAttempt& a) {
       fault = UpstreamFault::kRequest;  // two replicas refused it: the request is the cause
     } else if (attempts_ <= config_->max_retries) {
       // One second opinion, never more: a bad request costs at most two engine calls.
-      if (auto next = pool_->try_acquire(tried_, route_hint_.get())) {
+      if (auto next = pool_->try_acquire(tried(), route_hint_.get())) {
         impl().stats.retries.Add({{"model", ctx_->model}}).Increment();
         refused_by_ = replica_;
         drop_attempt();
@@ -401,7 +401,7 @@ void ActiveRequest::attempt_failed(Failure failure, bool reused) {
   impl().stats.upstream_error(ctx_->model, name);
   release_replica(Outcome::kFailure);
   if (row.retryable && !response_started_ && attempts_ <= config_->max_retries) {
-    if (auto next = pool_->try_acquire(tried_, route_hint_.get())) {
+    if (auto next = pool_->try_acquire(tried(), route_hint_.get())) {
       impl().stats.retries.Add({{"model", ctx_->model}}).Increment();
       return start_attempt(std::move(next), false);
     }

@@ -7,7 +7,10 @@
 //
 // Admission, routing and retries live in active_request.cc, the streamed response in
 // request_stream.cc.
+#include <boost/container/small_vector.hpp>
+
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "client_connection.h"
@@ -102,7 +105,9 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   std::uint64_t prompt_estimate_ = 0;  // tokens, for the scaler's work signals
   Clock::time_point queued_at_;
   int attempts_ = 0;
-  std::vector<std::uint64_t> tried_;       // replica serials of this request's attempts
+  // Replica serials of this request's attempts (a few: max_retries is small), inline.
+  boost::container::small_vector<std::uint64_t, 4> tried_;
+  std::span<const std::uint64_t> tried() const { return {tried_.data(), tried_.size()}; }
   std::shared_ptr<RouteHint> route_hint_;  // prefix_aware / affinity: the prompt's blocks, the session
   // The replica whose unclear refusal (upstream_answer.h) a second replica is judging; it is
   // blamed if that one serves the request.

@@ -329,8 +329,11 @@ void ClientConnection::handle_inference(Endpoint endpoint) {
       ctx->request_headers[lower(f.name_string)] = std::string(f.value);
     });
   }
-  request_ = std::make_shared<ActiveRequest>(*this, std::move(ctx));
-  auto& c = request_->ctx();
+  // Held here too: an answer given inside start() (a bad body, a filter's reply, a failed
+  // connect) may end the request before start() returns.
+  auto request = std::make_shared<ActiveRequest>(*this, std::move(ctx));
+  request_ = request;
+  auto& c = request->ctx();
   // Authentication before parsing: unauthenticated clients learn nothing about models.
   if (!config_->api_keys.empty()) {
     const auto* key = impl_->authenticate(*config_, bearer_token(req_.header(http::field::authorization)));
@@ -344,7 +347,7 @@ void ClientConnection::handle_inference(Endpoint endpoint) {
   } else {
     c.tenant = "anonymous";
   }
-  request_->start(endpoint);
+  request->start(endpoint);
 }
 
 // Responses are formatted by hand into one buffer (plus the body): on the hot path this is

@@ -61,8 +61,9 @@ inline std::chrono::steady_clock::duration secs(double s) {
 // Idle keep-alive connections to replicas, owned by one event loop (no locking).
 class ConnPool final {
  public:
-  std::optional<Socket> take(std::uint64_t replica_serial);
-  void put(const ReplicaPtr& replica, Socket conn);
+  // Sockets travel by pointer: moving an Asio socket costs more than the pointer.
+  std::unique_ptr<Socket> take(std::uint64_t replica_serial);
+  void put(const ReplicaPtr& replica, std::unique_ptr<Socket> conn);
   // Closes connections idle past kMaxIdle and every connection of a replica that no pool
   // holds any more (a reload or the scaler removed it): nothing would ever take them, and
   // each was a descriptor held for good (the soak found them, CLOSE_WAIT once the replica
@@ -83,7 +84,7 @@ class ConnPool final {
  private:
   struct Idle {
     std::chrono::steady_clock::time_point since;
-    Socket conn;
+    std::unique_ptr<Socket> conn;
   };
   struct Slot {
     std::vector<Idle> idle;

@@ -21,22 +21,22 @@ bool peer_closed(Socket& s) {
 
 }  // namespace
 
-std::optional<Socket> ConnPool::take(std::uint64_t serial) {
+std::unique_ptr<Socket> ConnPool::take(std::uint64_t serial) {
   auto it = idle_.find(serial);
-  if (it == idle_.end()) return std::nullopt;
+  if (it == idle_.end()) return nullptr;
   auto& slot = it->second;
   const auto now = coarse_now();
   while (!slot.idle.empty()) {
     auto idle = std::move(slot.idle.back());
     slot.idle.pop_back();
-    if (!idle.conn.is_open()) continue;
+    if (!idle.conn->is_open()) continue;
     const bool trusted = !slot.peek_always && now - idle.since < kTrustIdleFor;
-    if (trusted || !peer_closed(idle.conn)) return std::move(idle.conn);
+    if (trusted || !peer_closed(*idle.conn)) return std::move(idle.conn);
   }
-  return std::nullopt;
+  return nullptr;
 }
 
-void ConnPool::put(const ReplicaPtr& replica, Socket conn) {
+void ConnPool::put(const ReplicaPtr& replica, std::unique_ptr<Socket> conn) {
   auto& slot = idle_[replica->serial];
   slot.replica = replica;
   if (slot.idle.size() < kMaxIdlePerReplica) slot.idle.push_back({coarse_now(), std::move(conn)});
@@ -111,7 +111,7 @@ void UpstreamAttempt::fail(Failure f) {
 void UpstreamAttempt::start(std::string_view body, bool fresh_connection) {
   body_out_ = body;
   if (!fresh_connection) socket_ = worker_.conns.take(replica_->serial);
-  reused_ = socket_.has_value();
+  reused_ = socket_ != nullptr;
   if (reused_) return send();
   connect();
 }
@@ -131,7 +131,7 @@ void UpstreamAttempt::connect() {
 // Each address in turn, under the one connect deadline: a fired deadline ends the walk.
 void UpstreamAttempt::connect_to(Endpoints endpoints, std::size_t index) {
   const auto& ep = (*endpoints)[index];
-  socket_.emplace(worker_.ioc);
+  socket_ = std::make_unique<Socket>(worker_.ioc);
   beast::error_code ec;
   socket_->open(ep.protocol(), ec);
   if (ec) return fail(Failure::kConnectFailed);
@@ -280,8 +280,7 @@ void UpstreamAttempt::finish() {
   owner_ = nullptr;
   const bool reusable = socket_ && parser_ && parser_->keep_alive() && buffers_->in.size() == 0;
   if (reusable) {
-    worker_.conns.put(replica_, std::move(*socket_));
-    socket_.reset();
+    worker_.conns.put(replica_, std::move(socket_));
   }
   close_socket();
 }

@@ -105,7 +105,7 @@ class UpstreamAttempt final : public std::enable_shared_from_this<UpstreamAttemp
   std::weak_ptr<void> anchor_;
   const AttemptLimits limits_;
   std::unique_ptr<AttemptBuffers> buffers_;
-  std::optional<Socket> socket_;
+  std::unique_ptr<Socket> socket_;
   std::optional<UpstreamResponseParser> parser_;
   std::string_view body_out_;
   Clock::time_point deadline_ = Clock::time_point::max();
