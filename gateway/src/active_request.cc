@@ -25,7 +25,6 @@ void ActiveRequest::abandon() {
     pool_->cancel(ticket_);
     pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
   }
-  if (queue_timer_) queue_timer_->cancel();
   if (replica_) release_replica(Outcome::kNeutral);
 }
 
@@ -138,21 +137,27 @@ void ActiveRequest::proxy() {
     case ReplicaPool::Status::kQueued:
       break;
   }
-  // Queued: the grant or the timer, whichever comes first; the pool's cancel() decides.
+  // Queued: the grant or the queue's deadline (the tick), whichever comes first; the pool's
+  // cancel() decides.
   ticket_ = got.ticket;
   waiting_in_queue_ = true;
   pool_->note_queued(static_cast<std::int64_t>(prompt_estimate_));
   queued_at_ = Clock::now();
-  queue_timer_.emplace(worker_.ioc);
-  queue_timer_->expires_after(secs(mc.queue.max_wait_s));
-  queue_timer_->async_wait([anchors = anchors(), wait = mc.queue.max_wait_s](beast::error_code ec) {
-    auto& self = anchors.first;
-    if (ec || self->ended_ || !self->waiting_in_queue_) return;
-    self->on_queue_timeout(wait);
-  });
+  queue_max_wait_s_ = mc.queue.max_wait_s;
+  queue_deadline_ = coarse_now() + secs(queue_max_wait_s_) + coarse_resolution();
+  conn_.watch_client();
 }
 
-void ActiveRequest::on_queue_timeout(double wait) {
+void ActiveRequest::on_tick(Clock::time_point now) {
+  if (attempt_) return attempt_->on_tick(now);
+  if (waiting_in_queue_ && now >= queue_deadline_) {
+    auto self = shared_from_this();  // the answer may end the request
+    on_queue_timeout();
+  }
+}
+
+void ActiveRequest::on_queue_timeout() {
+  const double wait = queue_max_wait_s_;
   if (!pool_->cancel(ticket_)) return;  // a grant is already on its way
   waiting_in_queue_ = false;
   pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
@@ -198,7 +203,6 @@ void ActiveRequest::on_granted(const std::shared_ptr<ReplicaPool>& pool, Replica
   }
   waiting_in_queue_ = false;
   pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
-  if (queue_timer_) queue_timer_->cancel();
   ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - queued_at_).count();
   impl().stats.queue_wait(ctx_->model, ctx_->timings.queue_s);
   start_attempt(std::move(replica), false);
@@ -465,7 +469,6 @@ void ActiveRequest::end(int status, std::string reason, RequestSeries& series) {
   }
   // The first streamed byte is the client's first token.
   if (pool_ && ctx.stream && t.ttfb_s >= 0 && !ctx.local_reply) pool_->note_first_token(t.ttfb_s);
-  if (queue_timer_) queue_timer_->cancel();
 }
 
 }  // namespace tidegate::gateway

@@ -32,9 +32,9 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   // Nothing was written to the client yet: a hang-up can still cancel the upstream work.
   bool awaiting_upstream() const { return awaiting_upstream_; }
   void response_started() { awaiting_upstream_ = false; }
-  void on_tick(Clock::time_point now) {
-    if (attempt_) attempt_->on_tick(now);
-  }
+  // From the worker's tick (through the connection): the deadline of the step in progress,
+  // the attempt's or the queue's.
+  void on_tick(Clock::time_point now);
   // The end, once: metrics, access log and on_complete; the queue ticket, the replica and the
   // attempt are given back. `status` 0 keeps the context's.
   void end(int status, std::string reason, RequestSeries& series);
@@ -58,7 +58,7 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   void make_route_hint(const ModelConfig& model);
   void tell_placement();
   void on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica);
-  void on_queue_timeout(double waited_s);
+  void on_queue_timeout();
   void start_attempt(ReplicaPtr replica, bool fresh_connection);
   void format_upstream_head(std::string& head, std::string_view body) const;
   // Retries a replica-attributed failure on another replica when one can take it right now.
@@ -100,8 +100,9 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   std::shared_ptr<ReplicaPool> pool_;
   ReplicaPtr replica_;
   std::uint64_t ticket_ = 0;
-  std::optional<net::steady_timer> queue_timer_;
   bool waiting_in_queue_ = false;
+  Clock::time_point queue_deadline_ = Clock::time_point::max();
+  double queue_max_wait_s_ = 0;
   std::uint64_t prompt_estimate_ = 0;  // tokens, for the scaler's work signals
   Clock::time_point queued_at_;
   int attempts_ = 0;

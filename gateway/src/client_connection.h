@@ -68,6 +68,10 @@ class ClientConnection final : public std::enable_shared_from_this<ClientConnect
   // is read unless `close`.
   void response_written(bool close, beast::error_code ec);
   StreamBuffers& stream_buffers() { return stream_; }
+  // Waits on the client socket for a hang-up while the request has no answer yet (started by
+  // the tick, or at once for a queued request, which it also keeps alive: nothing else is in
+  // flight for it).
+  void watch_client();
   // The answer being written, and the buffer the next one is built in (swapped, not copied).
   std::string& out_body() { return out_body_; }
 
@@ -83,7 +87,6 @@ class ClientConnection final : public std::enable_shared_from_this<ClientConnect
   bool has_admin_key() const;
   // False after answering 401/403 itself; `browser` adds a Basic challenge.
   bool admit_guarded(bool guarded, bool browser);
-  void watch_client();
   void end_request(int status, std::string reason);
   void close();
   void arm_client_deadline(double seconds);

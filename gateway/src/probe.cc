@@ -9,20 +9,28 @@ namespace tidegate::gateway {
 namespace http = beast::http;
 namespace {
 
+// One probe of one replica. Its steps run on the plain socket under a deadline that the probe
+// loop's tick enforces (the data path's mechanism: the tick closes the socket, the step fails).
 struct Probe : std::enable_shared_from_this<Probe> {
   Probe(net::io_context& ioc, std::shared_ptr<ReplicaPool> p, ReplicaPtr r, HealthConfig h)
-      : stream(ioc), pool(std::move(p)), replica(std::move(r)), health(std::move(h)) {}
+      : socket(ioc), pool(std::move(p)), replica(std::move(r)), health(std::move(h)) {}
 
   void run() {
-    resolve_address(replica->host, replica->port, replica->address, stream.get_executor(),
+    resolve_address(replica->host, replica->port, replica->address, socket.get_executor(),
                     [self = shared_from_this()](beast::error_code ec, Endpoints endpoints) {
-                      if (ec) return self->done(false);
-                      self->connect(std::move(endpoints));
+                      if (ec || !endpoints || endpoints->empty()) return self->done(false);
+                      self->arm();  // one deadline for the connect, whichever address answers
+                      self->connect(std::move(endpoints), 0);
                     });
   }
-  void connect(Endpoints endpoints) {
-    stream.expires_after(timeout());
-    stream.async_connect(*endpoints, [self = shared_from_this(), endpoints](beast::error_code ec, const tcp::endpoint&) {
+  void connect(Endpoints endpoints, std::size_t index) {
+    const auto& ep = (*endpoints)[index];
+    beast::error_code ec;
+    if (socket.is_open()) socket.close(ec);
+    socket.open(ep.protocol(), ec);
+    if (ec) return done(false);
+    socket.async_connect(ep, [self = shared_from_this(), endpoints, index](beast::error_code ec) {
+      if (ec && !self->timed_out && index + 1 < endpoints->size()) return self->connect(endpoints, index + 1);
       if (ec) {
         self->replica->address.forget();
         return self->done(false);
@@ -31,26 +39,38 @@ struct Probe : std::enable_shared_from_this<Probe> {
       self->req.set(http::field::host, self->replica->host);
       self->req.set(http::field::user_agent, "tidegate-probe");
       self->req.keep_alive(false);
-      self->stream.expires_after(self->timeout());
-      http::async_write(self->stream, self->req, [self](beast::error_code ec, std::size_t) {
+      self->arm();
+      http::async_write(self->socket, self->req, [self](beast::error_code ec, std::size_t) {
         if (ec) return self->done(false);
-        self->stream.expires_after(self->timeout());
-        http::async_read(self->stream, self->buffer, self->res, [self](beast::error_code ec, std::size_t) {
+        self->arm();
+        http::async_read(self->socket, self->buffer, self->res, [self](beast::error_code ec, std::size_t) {
           self->done(!ec && self->res.result_int() == 200);
         });
       });
     });
   }
-  std::chrono::steady_clock::duration timeout() const {
-    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(health.timeout_s));
+  void arm() {
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(health.timeout_s));
+  }
+  // From the probe loop's tick.
+  void on_tick(Clock::time_point now) {
+    if (now < deadline) return;
+    deadline = Clock::time_point::max();
+    timed_out = true;
+    beast::error_code ignored;
+    socket.close(ignored);
   }
   void done(bool ok) {
+    deadline = Clock::time_point::max();
     pool->report_probe(replica->id, ok);
     beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
   }
 
-  beast::tcp_stream stream;
+  tcp::socket socket;
+  Clock::time_point deadline = Clock::time_point::max();
+  bool timed_out = false;
   std::shared_ptr<ReplicaPool> pool;
   ReplicaPtr replica;
   HealthConfig health;
@@ -63,6 +83,7 @@ struct ProbeLoop : std::enable_shared_from_this<ProbeLoop> {
   std::weak_ptr<Gateway::Impl> impl;
   net::io_context* ioc = nullptr;
   std::unordered_map<std::string, Clock::time_point> next_due;
+  std::vector<std::weak_ptr<Probe>> in_flight;  // held by their own steps; swept each tick
 
   void tick() {
     auto strong = impl.lock();
@@ -74,8 +95,18 @@ struct ProbeLoop : std::enable_shared_from_this<ProbeLoop> {
       auto& due = next_due[pool->model()];
       if (now < due) continue;
       due = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(h.interval_s));
-      for (const auto& r : pool->replicas()) std::make_shared<Probe>(*ioc, pool, r, h)->run();
+      for (const auto& r : pool->replicas()) {
+        auto probe = std::make_shared<Probe>(*ioc, pool, r, h);
+        in_flight.push_back(probe);
+        probe->run();
+      }
     }
+    // The probes' deadlines.
+    std::erase_if(in_flight, [now](const std::weak_ptr<Probe>& w) {
+      auto p = w.lock();
+      if (p) p->on_tick(now);
+      return !p;
+    });
     // Tick often; each model keeps its own interval.
     strong->probe_timer->expires_after(std::chrono::milliseconds(50));
     strong->probe_timer->async_wait([self = shared_from_this()](beast::error_code ec) {

@@ -92,6 +92,9 @@ class FakeUpstream(_Closing):
                 pass
 
             def do_GET(self):
+                if outer.health == "hang":  # the probe's deadline decides (bounded: the test ends first)
+                    time.sleep(5)
+                    return
                 body = b"ok" if outer.health == 200 else b"not ready"
                 self.send_response(outer.health)
                 self.send_header("Content-Length", str(len(body)))

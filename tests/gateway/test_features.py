@@ -9,8 +9,8 @@ import time
 
 import httpx
 
-from harness import (FakeUpstream, Gateway, Sim, all_closed, chat, free_port, model_yaml, sse_events, stream_chat,
-                     wait_until)
+from harness import (SLOWDOWN, FakeUpstream, Gateway, Sim, all_closed, chat, free_port, model_yaml, sse_events,
+                     stream_chat, wait_until)
 
 
 def test_streaming_passthrough(env):
@@ -514,6 +514,24 @@ def test_reload_with_requests_in_flight(env):
         assert results == [200] * 4
         assert streamed[-1] == "[DONE]" and len(streamed) == 21, streamed[-2:]
         assert len(a.requests) == 4 and len(b.requests) == 1
+
+
+def test_a_probe_that_gets_no_answer_times_out_and_ejects(env):
+    # /health accepts and never answers: the probe's deadline (health.timeout, 500 ms in the
+    # harness), enforced by the probe loop's tick, fails it, and the replica is ejected.
+    with (
+        FakeUpstream(health="hang") as silent,
+        FakeUpstream() as steady,
+        Gateway(env.tidegate, model_yaml("m", [silent.port, steady.port], health_interval="100ms", failures=1)) as gw,
+    ):
+        start = time.monotonic()
+        wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "ejected"}) == 1,
+                   timeout=5, what="the silent replica ejected")
+        assert time.monotonic() - start < 3 * SLOWDOWN  # one probe timeout (0.5 s) plus a tick or two, not 5 s
+        with gw.client() as c:
+            for _ in range(3):
+                assert c.post("/v1/chat/completions", json=chat()).status_code == 200
+        assert not silent.requests and len(steady.requests) == 3
 
 
 def test_probe_ejects_a_replica_that_answers_not_ready(env):
