@@ -5,8 +5,8 @@
 // state is reset by hand; its connection owns it and lets go when the response is written
 // (end()). A completion that arrives after that finds it ended and does nothing.
 //
-// Admission, routing and retries live in active_request.cc, the streamed response in
-// request_stream.cc.
+// Admission and the end live in active_request.cc, the attempts and retries in
+// request_attempts.cc, the streamed response in request_stream.cc.
 #include <boost/container/small_vector.hpp>
 
 #include <optional>
@@ -51,7 +51,7 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   // the request is over.
   auto anchors() { return std::make_pair(shared_from_this(), conn_.shared_from_this()); }
 
-  // --- admission and routing (active_request.cc)
+  // --- admission and routing (active_request.cc); attempts (request_attempts.cc)
   void run_filters(std::size_t index);  // Impl::before_forward[index..], then proxy()
   void answer_from_filter(LocalReply reply);
   void proxy();
@@ -84,6 +84,7 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   void relay_stream_bytes(std::string_view bytes);
   void write_stream_chunk(bool last);
   std::array<net::const_buffer, 3> frame_stream_out(bool last);
+  void stream_summary_to_context(bool complete);
   void finish_stream();
   void end_stream_with_error(const ApiError& e);
 

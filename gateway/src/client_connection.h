@@ -3,7 +3,9 @@
 // read and the response being written. It answers locally (health, metrics, admin routes,
 // errors) or hands an inference request to an ActiveRequest, which it owns until the response
 // is written. Every step is an async operation on the plain socket with its deadline set just
-// before it; the worker's tick enforces it (on_tick).
+// before it; the worker's tick enforces it (on_tick). Reading, writing and the hang-up watch
+// are in client_connection.cc; the local routes and an inference request's first context in
+// client_routes.cc.
 #include <boost/beast/http.hpp>
 
 #include <optional>

@@ -169,14 +169,20 @@ void ActiveRequest::write_stream_chunk(bool last) {
   });
 }
 
-void ActiveRequest::finish_stream() {
-  upstream_end_ = Clock::now();
+// What the stream said, onto the context for the ledger and on_complete; content chunks stand
+// in for the completion tokens when the engine sent no usage.
+void ActiveRequest::stream_summary_to_context(bool complete) {
   ctx_->prompt_tokens = summary_.prompt_tokens;
   ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
   ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
   ctx_->content = std::move(summary_.content);
   ctx_->finish_reason = summary_.finish_reason;
-  ctx_->complete = true;
+  ctx_->complete = complete;
+}
+
+void ActiveRequest::finish_stream() {
+  upstream_end_ = Clock::now();
+  stream_summary_to_context(true);
   release_replica(Outcome::kSuccess);
   attempt_->finish();  // the connection goes back to the pool when the replica keeps it open
   drop_attempt(false);
@@ -191,12 +197,7 @@ void ActiveRequest::end_stream_with_error(const ApiError& e) {
   out += "\n\n";
   ctx_->status = 200;  // the head already said 200; the reason records what happened
   ctx_->reason = e.code;
-  ctx_->prompt_tokens = summary_.prompt_tokens;
-  ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
-  ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
-  ctx_->content = std::move(summary_.content);
-  ctx_->finish_reason = summary_.finish_reason;
-  ctx_->complete = false;
+  stream_summary_to_context(false);
   conn_.write_response(frame_stream_out(true), [self = shared_from_this()](beast::error_code ec) {
     if (self->ended_) return;
     self->conn_.stream_buffers().out.clear();
