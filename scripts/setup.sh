@@ -12,6 +12,7 @@ APT_PACKAGES=(
   nginx-light wrk prometheus chromium curl unzip
   redis-server libhiredis-dev   # shared budgets, rate limits and cache stream between gateways (redis/)
   clang libclang-rt-14-dev   # `make fuzz`: libFuzzer with ASan/UBSan (gcc's libtsan2 serves `make test-tsan`)
+  valgrind   # bench/proxy/instructions.sh: instructions per proxied request (callgrind), exact where timings are noisy
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
