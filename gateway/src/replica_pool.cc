@@ -205,9 +205,22 @@ void ReplicaPool::blame(const ReplicaPtr& replica) {
   apply_outcome_locked(*replica, Outcome::kFailure);
 }
 
+void ReplicaPool::on_new_replica(NewReplicaHook hook) {
+  std::vector<ReplicaPtr> existing;
+  {
+    std::lock_guard lock(mu_);
+    new_replica_hook_ = hook;
+    existing = replicas_;
+  }
+  if (hook)
+    for (const auto& r : existing) hook(r);
+}
+
 void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
   std::vector<std::pair<Grant, ReplicaPtr>> grants;
   std::vector<std::function<void()>> drained;
+  ReplicaPtr fresh;
+  NewReplicaHook hook;
   {
     std::lock_guard lock(mu_);
     auto it = std::find_if(replicas_.begin(), replicas_.end(), [&](const ReplicaPtr& r) { return r->id == rc.id; });
@@ -232,10 +245,13 @@ void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
       r->from_config = from_config;
       r->serial = g_serial.fetch_add(1);
       r->prefixes = routing::PrefixIndex(index_blocks());
+      fresh = r;
+      hook = new_replica_hook_;
       replicas_.push_back(std::move(r));
     }
     dispatch_locked(grants);
   }
+  if (fresh && hook) hook(fresh);
   run(grants, drained);
 }
 

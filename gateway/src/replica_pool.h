@@ -93,6 +93,10 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
 
   // Live-set changes (scaler, config reload). add() of a known id updates it in place.
   void add(const ReplicaConfig& r, bool from_config);
+  // Called (outside the lock) with each replica added from now on, and at once with every
+  // replica already here: the gateway looks its address up then, off the event loop.
+  using NewReplicaHook = std::function<void(const ReplicaPtr&)>;
+  void on_new_replica(NewReplicaHook hook);
   void drain(const std::string& id, std::function<void()> on_drained);
   void remove(const std::string& id);
   void report_probe(const std::string& id, bool ok);
@@ -130,6 +134,7 @@ class ReplicaPool final : public std::enable_shared_from_this<ReplicaPool> {
 
   const std::string model_;
   mutable std::mutex mu_;
+  NewReplicaHook new_replica_hook_;  // guarded by mu_; called outside it
   ModelConfig config_;
   std::vector<ReplicaPtr> replicas_;
   struct Waiter {

@@ -250,7 +250,8 @@ Gateway::Gateway(std::shared_ptr<const GatewayConfig> config) : impl_(std::make_
 Gateway::~Gateway() {
   stop();
   wait();
-  // Pending handlers hold sessions, which hold the Impl: destroy them while it is alive.
+  impl_->upstreams.on_new_replica(nullptr);  // its executor goes with the workers
+  // Pending handlers hold connections, which hold the Impl: destroy them while it is alive.
   impl_->acceptor.reset();
   impl_->probe_timer.reset();
   impl_->workers.clear();
@@ -300,6 +301,12 @@ void Gateway::start() {
   impl_->acceptor->listen(net::socket_base::max_listen_connections);
   impl_->bound_port = impl_->acceptor->local_endpoint().port();
   do_accept(impl_);
+  // A replica's address is looked up when it is added (config, reload, scaler), off the event
+  // loops (Asio's resolver thread), so the first request to it finds it known; a failed
+  // connect forgets it and the next one looks again.
+  impl_->upstreams.on_new_replica([ex = ioc0.get_executor()](const ReplicaPtr& r) {
+    resolve_address(r->host, r->port, r->address, ex, [](beast::error_code, Endpoints) {});
+  });
   start_health_probes(impl_);
   for (auto& w : impl_->workers) {
     arm_anchor(*w);

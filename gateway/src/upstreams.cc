@@ -11,19 +11,34 @@ Upstreams::Upstreams(const GatewayConfig& config) {
 }
 
 void Upstreams::reconcile(const GatewayConfig& config) {
-  std::unique_lock lock(mu_);
-  std::unordered_map<std::string, std::shared_ptr<ReplicaPool>> next;
-  for (const auto& m : config.models) {
-    auto it = pools_.find(m.name);
-    if (it != pools_.end()) {
-      it->second->update_config(m);
-      next[m.name] = it->second;
-    } else {
-      next[m.name] = std::make_shared<ReplicaPool>(m);
+  std::vector<std::shared_ptr<ReplicaPool>> added;
+  ReplicaPool::NewReplicaHook hook;
+  {
+    std::unique_lock lock(mu_);
+    std::unordered_map<std::string, std::shared_ptr<ReplicaPool>> next;
+    for (const auto& m : config.models) {
+      auto it = pools_.find(m.name);
+      if (it != pools_.end()) {
+        it->second->update_config(m);
+        next[m.name] = it->second;
+      } else {
+        added.push_back(next[m.name] = std::make_shared<ReplicaPool>(m));
+      }
     }
+    // Requests in flight on a dropped model hold their pool and finish normally.
+    pools_ = std::move(next);
+    hook = new_replica_hook_;
   }
-  // Requests in flight on a dropped model hold their pool and finish normally.
-  pools_ = std::move(next);
+  if (hook)
+    for (auto& p : added) p->on_new_replica(hook);
+}
+
+void Upstreams::on_new_replica(ReplicaPool::NewReplicaHook hook) {
+  {
+    std::unique_lock lock(mu_);
+    new_replica_hook_ = hook;
+  }
+  for (auto& p : pools()) p->on_new_replica(hook);
 }
 
 std::shared_ptr<ReplicaPool> Upstreams::find(const std::string& model) const {

@@ -20,6 +20,8 @@ class Upstreams final : public scaler::RoutingTarget, public scaler::SignalSourc
   void reconcile(const GatewayConfig& config);
   std::shared_ptr<ReplicaPool> find(const std::string& model) const;
   std::vector<std::shared_ptr<ReplicaPool>> pools() const;
+  // Every pool's ReplicaPool::on_new_replica, now and for pools a reload adds.
+  void on_new_replica(ReplicaPool::NewReplicaHook hook);
 
   void activate(const std::string& model, const std::string& replica_id, const scaler::Endpoint& endpoint) override;
   void drain(const std::string& model, const std::string& replica_id, std::function<void()> on_drained) override;
@@ -29,6 +31,7 @@ class Upstreams final : public scaler::RoutingTarget, public scaler::SignalSourc
  private:
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<ReplicaPool>> pools_;
+  ReplicaPool::NewReplicaHook new_replica_hook_;  // guarded by mu_
 };
 
 }  // namespace tidegate::gateway

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "replica_address.h"
+#include "replica_pool.h"
 
 namespace tidegate::gateway {
 namespace {
@@ -63,6 +64,32 @@ TEST(ReplicaAddress, AFailedLookupIsAnErrorAndNotKept) {
   ioc.run();
   EXPECT_TRUE(failed);
   EXPECT_FALSE(cache.get());
+}
+
+// A pool tells the gateway of every replica once, when it is added, so its address is looked up
+// then and the first request finds it known: the ones already there at once, a new one on add(),
+// and none for an add() that only updates a known replica.
+TEST(ReplicaAddress, APoolReportsEachNewReplicaOnceForItsLookup) {
+  boost::asio::io_context ioc;
+  ModelConfig mc;
+  mc.name = "m";
+  mc.replicas.push_back({.id = "a", .host = "127.0.0.1", .port = 9001});
+  ReplicaPool pool(mc, 1);
+  std::vector<std::string> told;
+  pool.on_new_replica([&](const ReplicaPtr& r) {
+    told.push_back(r->id);
+    resolve_address(r->host, r->port, r->address, ioc.get_executor(), [](boost::system::error_code, Endpoints) {});
+  });
+  EXPECT_EQ(told, std::vector<std::string>{"a"});
+  pool.add({.id = "b", .host = "127.0.0.1", .port = 9002}, false);
+  pool.add({.id = "b", .host = "127.0.0.1", .port = 9002}, false);  // known: updated in place
+  EXPECT_EQ(told, (std::vector<std::string>{"a", "b"}));
+  pool.add({.id = "b", .host = "127.0.0.1", .port = 9003}, false);  // a new address is a new replica
+  EXPECT_EQ(told, (std::vector<std::string>{"a", "b", "b"}));
+  for (const auto& r : pool.replicas()) {
+    ASSERT_TRUE(r->address.get()) << r->id;
+    EXPECT_EQ(r->address.get()->front().port(), r->port);
+  }
 }
 
 }  // namespace
