@@ -7,7 +7,7 @@ start. Each row reports every policy's TTFT attainment and GPU-hours against the
 static fleet meeting the SLO and against the offline optimum; the tuned policy is tuned on the
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
-  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout]
+  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh]
                              [--out bench/replay/robustness] [--no-tune]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
@@ -38,8 +38,22 @@ TUNE_GRID = ["--tune-headroom", "0.8,1,1.2", "--tune-burst-memory", "1800,3600",
              "--tune-scale-down", "0"]
 
 
+# `fresh`: rows no development run looked at (new variant seeds, load factors and a cold start
+# none of the rows above use), to check the default policy on traffic it has not seen.
+FRESH_VARIANTS = ["none", "onoff", "spikes", "mmpp", "wave"]
+FRESH_SETTINGS = [(1.5, 60), (3, 60), (1, 90)]
+FRESH_SEEDS = (3, 4)
+
+
 def rows(which):
     out = []
+    if which == "fresh":
+        for trace in TRACES:
+            for v in FRESH_VARIANTS:
+                for seed in ((1,) if v == "none" else FRESH_SEEDS):
+                    for lf, cs in FRESH_SETTINGS:
+                        out.append({"trace": trace, "variant": v, "load": lf, "cold": cs, "seed": seed})
+        return out
     for trace in TRACES:
         variants = {"dev": DEV_VARIANTS, "heldout": HELDOUT_VARIANTS, "all": DEV_VARIANTS + HELDOUT_VARIANTS}[which]
         for v in variants:
@@ -184,7 +198,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--rows", choices=["dev", "heldout", "all"], default="all")
+    ap.add_argument("--rows", choices=["dev", "heldout", "all", "fresh"], default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "robustness"))
     ap.add_argument("--no-tune", action="store_true")
     args = ap.parse_args()
