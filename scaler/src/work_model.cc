@@ -284,19 +284,21 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
 
   // While it learns, the policy trusts the starting fleet both ways as long as the fleet is
   // measured to meet the SLO: it does not release it (the prior above), and does not grow past
-  // it on the queueing model's prediction alone, only on what binds now (KV, in-flight slots, a
-  // backlog) or once the TTFT attainment falls short. The model's margin for swings is not yet
-  // calibrated on this workload, and the measurement is quick to turn: the window is as young
-  // as the scaler, so a fleet that is really short shows misses within a few dozen requests.
+  // it on the queueing model's prediction alone, only as far as what binds now asks (KV,
+  // in-flight slots, a backlog), or on the model once the TTFT attainment falls short. The
+  // model's margin for swings is not yet calibrated on this workload, and the measurement is
+  // quick to turn: the window is as young as the scaler, so a fleet that is really short shows
+  // misses within a few dozen requests.
   {
     const int held = in.active + in.starting;
+    const int keep = std::max(held, base_hard);
     const bool measured_ok = out.view.attainment && *out.view.attainment >= cfg.slo.attainment;
-    if (prior && age < learn && measured_ok && active > held && held >= st.initial_capacity && base_hard <= held &&
-        headroom <= 1) {
-      floors += "; not starting " + std::to_string(active - held) + ": learning, the starting " +
-                std::to_string(st.initial_capacity) + " meet the SLO (" + num(*out.view.attainment * 100, 2) + "%)";
-      cum -= active - held;
-      active = held;
+    if (prior && age < learn && measured_ok && active > keep && held >= st.initial_capacity && headroom <= 1) {
+      floors += "; not starting " + std::to_string(active - keep) + ": learning, the starting " +
+                std::to_string(st.initial_capacity) + " meet the SLO (" + num(*out.view.attainment * 100, 2) + "%)" +
+                (keep > held ? "; starting " + std::to_string(keep - held) + " for what binds now" : "");
+      cum -= active - keep;
+      active = keep;
       out.reason_code = "learning";
     }
   }

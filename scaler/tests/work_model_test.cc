@@ -275,6 +275,44 @@ TEST(WorkModel, WhileLearningTheModelAloneDoesNotGrowAFleetMeasuredToMeetTheSlo)
   EXPECT_EQ(d.desired, model_wants) << d.reason;
 }
 
+TEST(WorkModel, WhileLearningWhatBindsNowGrowsTheFleetOnlyAsFarAsItAsks) {
+  // 66 req/s x 1000 tokens: 6.6 replicas of load on a starting 6 (measured to meet the SLO),
+  // which the queueing bound sizes at 8; KV held for 6.5 replicas at the target occupancy binds
+  // now and asks for 7.
+  auto cfg = work_config();
+  cfg.learn_s = 600;
+  cfg.burst_memory_s = 1800;
+  cfg.capacity.kv_tokens = 100000;
+  cfg.capacity.kv_target = 0.9;
+  auto with_kv = [](int t, int active) {
+    auto in = tick(t, 66, 1000, active, 0.9905);  // meets the SLO, with little budget to spend
+    in.signals.kv_used_tokens = 6.5 * 90000;
+    return in;
+  };
+  PolicyState control;
+  Decision d;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, control, with_kv(t, 6));
+  const int model_wants = d.desired;
+  ASSERT_GT(model_wants, 7) << "the model must ask for more than KV does: " << d.reason;
+
+  // Learning, measured to meet the SLO: KV's 7, not the model's count.
+  cfg.hold_starting_fleet = true;
+  PolicyState learning;
+  for (int t = 0; t < 120; ++t) d = decide(cfg, learning, with_kv(t, 6));
+  EXPECT_EQ(d.desired, 7) << d.reason;
+  EXPECT_EQ(d.reason_code, "learning");
+  EXPECT_NE(d.reason.find("starting 1 for what binds now"), std::string::npos) << d.reason;
+
+  // Measured short of the SLO: the model's size again.
+  PolicyState short_of;
+  for (int t = 0; t < 120; ++t) {
+    auto in = with_kv(t, 6);
+    in.signals.ttft_met = 0.97 * *in.signals.ttft_total;  // short of it
+    d = decide(cfg, short_of, in);
+  }
+  EXPECT_GE(d.desired, model_wants) << d.reason;
+}
+
 TEST(WorkModel, StartingFleetHoldCanBeSwitchedOff) {
   auto cfg = work_config();
   cfg.hold_starting_fleet = true;
