@@ -112,7 +112,10 @@ bool SharedRouting::apply(const std::map<std::string, std::string>& fields) {
   const auto batch = decode_placements(data->second);
   if (!batch) {
     Metrics::bump(metrics_->malformed);
-    log::warn("routing.shared_placements_malformed", {{"bytes", data->second.size()}});
+    // A peer of another version would send one every few milliseconds: counted always, logged
+    // once a minute with how many were not.
+    if (std::uint64_t suppressed = 0; malformed_log_.admit(suppressed))
+      log::warn("routing.shared_placements_malformed", {{"bytes", data->second.size()}, {"suppressed", suppressed}});
     return false;
   }
   for (const auto& p : *batch) Metrics::bump(gateway_.learn_placement(p) ? metrics_->learned : metrics_->ignored);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tidegate/common/log.h"
 #include "tidegate/gateway/gateway.h"
 #include "tidegate/redis/client.h"
 #include "tidegate/redis/config.h"
@@ -53,6 +54,7 @@ class SharedRouting final : public std::enable_shared_from_this<SharedRouting> {
   gateway::Gateway& gateway_;
   std::shared_ptr<redis::Client> publisher_;
   std::unique_ptr<Metrics> metrics_;
+  log::Throttle malformed_log_{std::chrono::minutes(1)};
   std::shared_ptr<redis::EventStream> stream_;
   std::mutex mu_;
   std::vector<gateway::RoutePlacement> pending_;

@@ -3,6 +3,9 @@
 // Thread-safe; a line is written with one write() so lines from threads never interleave.
 #include <boost/json.hpp>
 
+#include <chrono>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -26,5 +29,34 @@ inline void debug(std::string_view event, boost::json::object fields = {}) { wri
 void write_line(int fd, std::string_view json_line);
 
 std::string iso8601_now();
+
+// For a line that can repeat fast (a peer sending bad data every few milliseconds): at most one
+// line per interval, and that line says how many occurrences were left out since the last one.
+// Counting every occurrence is the metrics' job; this keeps the log readable. Thread-safe.
+class Throttle final {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Throttle(Clock::duration interval) : interval_(interval) {}
+  // True when this occurrence is to be logged; `suppressed` is then the number left out before it.
+  bool admit(std::uint64_t& suppressed, Clock::time_point now = Clock::now()) {
+    std::lock_guard lock(mu_);
+    if (logged_once_ && now < next_) {
+      ++dropped_;
+      return false;
+    }
+    logged_once_ = true;
+    next_ = now + interval_;
+    suppressed = dropped_;
+    dropped_ = 0;
+    return true;
+  }
+
+ private:
+  const Clock::duration interval_;
+  std::mutex mu_;
+  bool logged_once_ = false;
+  Clock::time_point next_{};
+  std::uint64_t dropped_ = 0;
+};
 
 }  // namespace tidegate::log
