@@ -1,12 +1,17 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include <boost/container/small_vector.hpp>
+
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tidegate/ratelimit/limiter.h"
@@ -23,12 +28,18 @@ std::string count(double v) {
   return buf;
 }
 
-// The scope a rule applies to for this subject ("tenant:acme"), if any.
-std::optional<std::string> scope_of(const RateLimitRule& r, const Subject& s) {
-  const std::string& value = r.kind == ScopeKind::kKey ? s.key_id : r.kind == ScopeKind::kTenant ? s.tenant : s.model;
+// Whether a rule applies to this subject, and the value it scopes on ("acme" of tenant:acme).
+std::optional<std::string_view> scope_value(const RateLimitRule& r, const Subject& s) {
+  const std::string_view value = r.kind == ScopeKind::kKey ? s.key_id : r.kind == ScopeKind::kTenant ? s.tenant : s.model;
   if (value.empty() || (r.match != "*" && r.match != value)) return std::nullopt;
-  return std::string(to_string(r.kind)) + ":" + value;
+  return value;
 }
+
+// Lookups by string_view into maps keyed by std::string, without building a string.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
 
 class Limiter final : public RateLimiter {
  public:
@@ -44,26 +55,34 @@ class Limiter final : public RateLimiter {
                                     {"scope_kind", to_string(static_cast<ScopeKind>(k))}});
   }
 
+  // Every request passes here, so the common case allocates nothing: a scope is looked up by a
+  // string built in a kept buffer, and a window's counts are one entry per scope.
   Decision admit(const Subject& subject, double t) override {
     std::lock_guard lock(mu_);
     const double tc = t + offset();
     const auto window = static_cast<long long>(std::floor(tc / kWindowS));
     prune(window);
-    std::vector<std::string> request_keys;
+    boost::container::small_vector<Counts*, 8> counted;  // the rpm counts to bump once all admit
     for (const auto& rule : config_->rules) {
-      const auto scope = scope_of(rule, subject);
-      if (!scope) continue;
+      const auto value = scope_value(rule, subject);
+      if (!value) continue;
+      const auto& scope = scope_of(rule, *value);
+      auto& own = counts(window, scope);
       if (rule.tokens_per_minute > 0) {
-        const double used = committed(window, *scope + "/tpm");
-        if (used >= rule.tokens_per_minute) return refuse(rule, *scope, true, used, window, tc);
+        const double used = committed(window, scope, "/tpm", own.tpm);
+        if (used >= rule.tokens_per_minute) return refuse(rule, scope, true, used, window, tc);
       }
       if (rule.requests_per_minute > 0) {
-        const double used = committed(window, *scope + "/rpm");
-        if (used + 1 > rule.requests_per_minute) return refuse(rule, *scope, false, used, window, tc);
-        request_keys.push_back(*scope + "/rpm");
+        const double used = committed(window, scope, "/rpm", own.rpm);
+        if (used + 1 > rule.requests_per_minute) return refuse(rule, scope, false, used, window, tc);
+        counted.push_back(&own);
       }
     }
-    for (const auto& k : request_keys) add(window, k, 1);  // only once every limit admitted it
+    // Only once every limit admitted it. Entries are not moved by later inserts (node-based).
+    for (auto* c : counted) {
+      c->rpm += 1;
+      if (shared_) shared_->publish(shared_key(window, c->scope, "/rpm"), c->rpm);
+    }
     return {};
   }
 
@@ -71,34 +90,56 @@ class Limiter final : public RateLimiter {
     if (tokens <= 0) return;
     std::lock_guard lock(mu_);
     const auto window = static_cast<long long>(std::floor((t_admitted + offset()) / kWindowS));
-    for (const auto& rule : config_->rules)
-      if (rule.tokens_per_minute > 0)
-        if (const auto scope = scope_of(rule, subject)) add(window, *scope + "/tpm", static_cast<double>(tokens));
+    if (window < current_ - 1) return;  // its window was already dropped
+    for (const auto& rule : config_->rules) {
+      if (rule.tokens_per_minute <= 0) continue;
+      const auto value = scope_value(rule, subject);
+      if (!value) continue;
+      auto& own = counts(window, scope_of(rule, *value));
+      own.tpm += static_cast<double>(tokens);
+      if (shared_) shared_->publish(shared_key(window, own.scope, "/tpm"), own.tpm);
+    }
   }
 
  private:
+  struct Counts {
+    std::string scope;  // "tenant:acme"
+    double rpm = 0, tpm = 0;
+  };
+  using Window = std::unordered_map<std::string, Counts, StringHash, std::equal_to<>>;
+
   double offset() const { return shared_ ? shared_->clock_offset() : 0.0; }
-  static std::string key(long long window, const std::string& k) { return k + "/" + std::to_string(window); }
 
-  double committed(long long window, const std::string& k) {
-    const auto full = key(window, k);
-    const auto w = own_.find(window);
-    double own = 0;
-    if (w != own_.end())
-      if (const auto it = w->second.find(full); it != w->second.end()) own = it->second;
-    if (!shared_) return own;
-    return shared_->view(full, own).effective(own, 0, shared_->expected_gateways());
+  // "tenant:acme", in a kept buffer (valid until the next call).
+  const std::string& scope_of(const RateLimitRule& rule, std::string_view value) {
+    scope_.assign(to_string(rule.kind));
+    scope_ += ':';
+    scope_ += value;
+    return scope_;
   }
-
-  void add(long long window, const std::string& k, double n) {
-    const auto full = key(window, k);
-    const double total = (own_[window][full] += n);
-    if (shared_) shared_->publish(full, total);
+  Counts& counts(long long window, const std::string& scope) {
+    auto& w = windows_[window];
+    auto it = w.find(std::string_view(scope));
+    if (it == w.end()) it = w.emplace(scope, Counts{scope}).first;
+    return it->second;
+  }
+  // The fleet's key on Redis: "tenant:acme/rpm/<window>".
+  static std::string shared_key(long long window, const std::string& scope, std::string_view what) {
+    std::string k = scope;
+    k += what;
+    k += '/';
+    k += std::to_string(window);
+    return k;
+  }
+  double committed(long long window, const std::string& scope, std::string_view what, double own) {
+    if (!shared_) return own;
+    return shared_->view(shared_key(window, scope, what), own).effective(own, 0, shared_->expected_gateways());
   }
 
   // Only the current window and the one before (late token charges) are kept.
   void prune(long long window) {
-    while (!own_.empty() && own_.begin()->first < window - 1) own_.erase(own_.begin());
+    current_ = std::max(current_, window);
+    while (!windows_.empty() && windows_.begin()->first < current_ - 1) windows_.erase(windows_.begin());
   }
 
   Decision refuse(const RateLimitRule& rule, const std::string& scope, bool tokens, double used, long long window,
@@ -119,7 +160,9 @@ class Limiter final : public RateLimiter {
   std::shared_ptr<const RateLimitConfig> config_;
   std::shared_ptr<redis::SharedTotals> shared_;
   std::mutex mu_;
-  std::map<long long, std::map<std::string, double>> own_;  // window -> "tenant:acme/rpm/<window>" -> count
+  std::map<long long, Window> windows_;  // the current window and the one before
+  long long current_ = std::numeric_limits<long long>::min() + 1;
+  std::string scope_;                     // scope_of's buffer
   std::array<std::array<prometheus::Counter*, 3>, 2> rejections_{};
 };
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tidegate/ratelimit/config.h"
 
@@ -24,10 +25,11 @@ struct RedisConfig;
 
 namespace tidegate::ratelimit {
 
+// Who is asking: views into the request's context, valid for the call they are passed to.
 struct Subject {
-  std::string key_id;  // API key name
-  std::string tenant;
-  std::string model;
+  std::string_view key_id;  // API key name
+  std::string_view tenant;
+  std::string_view model;
 };
 
 struct Decision {
