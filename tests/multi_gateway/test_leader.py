@@ -256,6 +256,11 @@ def test_leader_file_lock(env):
             return leaders[0] if ok else None
 
         old = wait_until(leader, timeout=10, interval=0.1, what="one lock holder every gateway names")
+        # The load starts once every gateway routes the holder's first replica: a follower that has
+        # not yet read the holder's view has no replica at all and answers 503 (not what is tested).
+        for g in gws:
+            wait_until(lambda g=g: scaler_state(g)["pools"][0]["counts"]["active"] >= 1, timeout=20,
+                       what="every gateway routes the first replica")
         loads = [Load(g, 4, max_tokens=150, deadline_s=40) for g in gws]  # 12 streams: 3 replicas
         try:
             wait_until(lambda: sim_children([old.proc.pid])[old.proc.pid] >= 3, timeout=20, what="3 replicas")
