@@ -26,8 +26,6 @@ class ActiveRequest;
 inline constexpr const char* kUnknownModel = "(unknown)";
 // Room beyond max_header_bytes for the unparsed part of the client's bytes (client_connection.cc).
 inline constexpr std::size_t kFramingSlackBytes = 64 * 1024;
-// A response body up to this is sent in the head's buffer (one send(2) instead of a sendmsg(2)).
-inline constexpr std::size_t kCopiedBodyBytes = 16 * 1024;
 
 // A streamed response's output, kept by the connection so that the next stream on it reuses
 // the memory: the hand-formatted head, the events batched per upstream read, the framing.

@@ -53,6 +53,10 @@ inline std::chrono::steady_clock::duration coarse_resolution() {
   return res;
 }
 
+// A body up to this is copied behind its head and both go out in one send(2), cheaper in the
+// kernel than a two-entry sendmsg(2): client responses and upstream requests alike.
+inline constexpr std::size_t kCopiedBodyBytes = 16 * 1024;
+
 // Config durations are seconds as double; timers want steady_clock durations.
 inline std::chrono::steady_clock::duration secs(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));

@@ -161,7 +161,7 @@ void UpstreamAttempt::send() {
     self->read_head();
   };
   auto& head = buffers_->head;
-  if (body_out_.size() <= 16 * 1024) {
+  if (body_out_.size() <= kCopiedBodyBytes) {
     head += body_out_;
     // A request this small nearly always fits the socket's send buffer: sent here, the answer's
     // read starts in this handler instead of behind a queued write completion. What does not
