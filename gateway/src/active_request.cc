@@ -16,13 +16,25 @@ ActiveRequest::~ActiveRequest() { abandon(); }
 
 void ActiveRequest::abandon() {
   ended_ = true;
-  attempt_.reset();
-  if (waiting_in_queue_ && pool_) {
-    waiting_in_queue_ = false;
-    pool_->cancel(ticket_);
-    pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
+  give_back();
+}
+
+void ActiveRequest::give_back() {
+  drop_attempt();
+  if (waiting_in_queue_) {
+    pool_->cancel(ticket_);  // a grant already on its way finds the request gone and releases
+    leave_queue(false);
   }
   if (replica_) release_replica(Outcome::kNeutral);
+}
+
+void ActiveRequest::leave_queue(bool record_wait) {
+  waiting_in_queue_ = false;
+  queue_deadline_.disarm();
+  pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
+  if (!record_wait) return;
+  ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - queued_at_).count();
+  impl().stats.queue_wait(ctx_->model, ctx_->timings.queue_s);
 }
 
 void ActiveRequest::start(Endpoint endpoint) {
@@ -38,7 +50,8 @@ void ActiveRequest::start(Endpoint endpoint) {
   ctx.n = parsed_->n;
   ctx.user = parsed_->user;
   ctx.body = std::move(parsed_->json);
-  if (!config_->find_model(parsed_->model)) {
+  model_ = config_->find_model(parsed_->model);
+  if (!model_) {
     // The name is the client's: it goes into no metric label (one bucket for every unknown
     // name, so nobody can mint series) and only a bounded prefix of it into the answer.
     constexpr std::size_t kShown = 128;
@@ -101,13 +114,12 @@ void ActiveRequest::answer_from_filter(LocalReply reply) {
 
 void ActiveRequest::proxy() {
   pool_ = impl().upstreams.find(ctx_->model);
-  const auto* model = config_->find_model(ctx_->model);
-  if (!pool_ || !model) return conn_.fail(Failure::kNoReadyReplica, "no replica is ready for model '" + ctx_->model + "'");
+  if (!pool_) return conn_.fail(Failure::kNoReadyReplica, "no replica is ready for model '" + ctx_->model + "'");
   // The scaler prices demand in prompt tokens; a quarter of the body's bytes is the estimate
   // (English runs ~4 characters a token; JSON quoting adds a little).
   prompt_estimate_ = std::max<std::uint64_t>(1, conn_.request().body().size() / 4);
   pool_->note_arrival(prompt_estimate_);
-  const auto& mc = *model;
+  const auto& mc = *model_;
   make_route_hint(mc);
   std::weak_ptr<ActiveRequest> weak = shared_from_this();
   auto ex = worker_.ioc.get_executor();
@@ -141,13 +153,13 @@ void ActiveRequest::proxy() {
   pool_->note_queued(static_cast<std::int64_t>(prompt_estimate_));
   queued_at_ = Clock::now();
   queue_max_wait_s_ = mc.queue.max_wait_s;
-  queue_deadline_ = coarse_now() + secs(queue_max_wait_s_) + coarse_resolution();
+  queue_deadline_.arm(queue_max_wait_s_);
   conn_.watch_client();
 }
 
 void ActiveRequest::on_tick(Clock::time_point now) {
   if (attempt_) return attempt_->on_tick(now);
-  if (waiting_in_queue_ && now >= queue_deadline_) {
+  if (waiting_in_queue_ && queue_deadline_.expired(now)) {
     auto self = shared_from_this();  // the answer may end the request
     on_queue_timeout();
   }
@@ -156,11 +168,8 @@ void ActiveRequest::on_tick(Clock::time_point now) {
 void ActiveRequest::on_queue_timeout() {
   const double wait = queue_max_wait_s_;
   if (!pool_->cancel(ticket_)) return;  // a grant is already on its way
-  waiting_in_queue_ = false;
-  pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
+  leave_queue(true);
   pool_->note_first_token(-1);
-  ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - queued_at_).count();
-  impl().stats.queue_wait(ctx_->model, ctx_->timings.queue_s);
   auto e = api_error(Failure::kQueueTimeout, "request waited " + std::to_string(static_cast<int>(std::lround(wait))) +
                                                  "s in the queue for model '" + ctx_->model + "' without a free replica");
   e.retry_after_s = std::max(1.0, wait);
@@ -198,18 +207,14 @@ void ActiveRequest::on_granted(const std::shared_ptr<ReplicaPool>& pool, Replica
     if (replica) pool->release(replica, Outcome::kNeutral);
     return;
   }
-  waiting_in_queue_ = false;
-  pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
-  ctx_->timings.queue_s = std::chrono::duration<double>(Clock::now() - queued_at_).count();
-  impl().stats.queue_wait(ctx_->model, ctx_->timings.queue_s);
+  leave_queue(true);
   start_attempt(std::move(replica), false);
 }
 
 // One place that ends an inference request: metrics, access log, on_complete.
 void ActiveRequest::end(int status, std::string reason, RequestSeries& series) {
   if (ended_) return;
-  drop_attempt();
-  if (replica_) release_replica(Outcome::kNeutral);
+  give_back();
   ended_ = true;
   auto& ctx = *ctx_;
   if (!reason.empty() && ctx.reason.empty()) ctx.reason = std::move(reason);
@@ -224,13 +229,6 @@ void ActiveRequest::end(int status, std::string reason, RequestSeries& series) {
   impl.access_log(ctx, conn_.request().method_string(), *config_);
   if (!ctx.model.empty() && parsed_)
     for (auto& f : impl.filters) invoke_filter("on_complete", [&] { f->on_complete(ctx); });
-  if (waiting_in_queue_) {
-    waiting_in_queue_ = false;
-    if (pool_) {
-      pool_->cancel(ticket_);  // a grant already on its way finds the request gone and releases
-      pool_->note_queued(-static_cast<std::int64_t>(prompt_estimate_));
-    }
-  }
   // The first streamed byte is the client's first token.
   if (pool_ && ctx.stream && t.ttfb_s >= 0 && !ctx.local_reply) pool_->note_first_token(t.ttfb_s);
 }

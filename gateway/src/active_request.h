@@ -30,8 +30,8 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   void start(Endpoint endpoint);
   RequestContext& ctx() { return *ctx_; }
   // Nothing was written to the client yet: a hang-up can still cancel the upstream work.
-  bool awaiting_upstream() const { return awaiting_upstream_; }
-  void response_started() { awaiting_upstream_ = false; }
+  bool awaiting_upstream() const { return !response_started_; }
+  void response_started() { response_started_ = true; }
   // From the worker's tick (through the connection): the deadline of the step in progress,
   // the attempt's or the queue's.
   void on_tick(Clock::time_point now);
@@ -59,6 +59,11 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   void tell_placement();
   void on_granted(const std::shared_ptr<ReplicaPool>& pool, ReplicaPtr replica);
   void on_queue_timeout();
+  // Out of the queue (granted, timed out or cancelled): the pool's queued work put back, and
+  // the wait recorded when it ended in a grant or the deadline.
+  void leave_queue(bool record_wait);
+  // What the request holds goes back: its attempt (cancelled), its queue place, its replica.
+  void give_back();
   void start_attempt(ReplicaPtr replica, bool fresh_connection);
   void format_upstream_head(std::string& head, std::string_view body) const;
   // Retries a replica-attributed failure on another replica when one can take it right now.
@@ -72,7 +77,12 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   void release_replica(Outcome outcome);
   // The attempt ends (cancelled if still in flight). `stamp_end`: the try ends now.
   void drop_attempt(bool stamp_end = true);
-  void copy_tokens();  // the usage seen so far onto the context
+  // The usage seen so far onto the context; on a stream, content chunks stand in for the
+  // completion tokens until the engine's usage arrives (a lower bound: an engine may put several
+  // tokens in one chunk, never fewer than one).
+  void copy_tokens();
+  // The answer as the replica gave it onto the context, once it is whole (or cut).
+  void summary_to_context(bool complete);
   void on_attempt_head(UpstreamAttempt& a) override;
   void on_attempt_body(UpstreamAttempt& a) override;
   void on_attempt_failed(UpstreamAttempt& a, Failure failure) override;
@@ -84,7 +94,6 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   void relay_stream_bytes(std::string_view bytes);
   void write_stream_chunk(bool last);
   std::array<net::const_buffer, 3> frame_stream_out(bool last);
-  void stream_summary_to_context(bool complete);
   void finish_stream();
   void end_stream_with_error(const ApiError& e);
 
@@ -95,14 +104,14 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   std::shared_ptr<RequestContext> ctx_;
   std::optional<ParsedRequest> parsed_;
   bool ended_ = false;
-  bool awaiting_upstream_ = true;  // nothing written to the client yet
 
   // Routing: the pool, the queue, the replica and the attempts on it.
+  const ModelConfig* model_ = nullptr;  // in config_, the snapshot this request holds
   std::shared_ptr<ReplicaPool> pool_;
   ReplicaPtr replica_;
   std::uint64_t ticket_ = 0;
   bool waiting_in_queue_ = false;
-  Clock::time_point queue_deadline_ = Clock::time_point::max();
+  StepDeadline queue_deadline_;
   double queue_max_wait_s_ = 0;
   std::uint64_t prompt_estimate_ = 0;  // tokens, for the scaler's work signals
   Clock::time_point queued_at_;
@@ -121,7 +130,9 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
 
   // The response.
   CompletionSummary summary_;
-  bool response_started_ = false;  // bytes reached the client: no more retries
+  // The response to the client began (a local answer, or a stream's head): a hang-up no
+  // longer cancels upstream work, and a stream's failure is relayed, never retried.
+  bool response_started_ = false;
   bool head_pending_ = false;      // the stream's head goes out with the next write
   bool stream_keep_alive_ = true;
   std::int64_t content_chunks_ = 0;  // stream token estimate until usage arrives

@@ -36,16 +36,9 @@ void ClientConnection::close_if_idle() {
   if (idle_) close();
 }
 
-void ClientConnection::arm_client_deadline(double seconds) {
-  client_timed_out_ = false;
-  client_deadline_ = coarse_now() + secs(seconds) + coarse_resolution();
-}
-
 void ClientConnection::on_tick(Clock::time_point now) {
   if (request_) request_->on_tick(now);  // the upstream attempt's deadline
-  if (now >= client_deadline_) {
-    client_deadline_ = Clock::time_point::max();
-    client_timed_out_ = true;
+  if (deadline_.expired(now)) {
     beast::error_code ignored;
     socket_.close(ignored);  // the pending step completes with an error, read as a timeout
     return;
@@ -63,12 +56,12 @@ void ClientConnection::wait_for_request() {
   if (impl_->draining && !first_request_) return close();
   if (buffer_.size() > 0) return read_header();
   idle_ = true;
-  arm_client_deadline(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s);
+  deadline_.arm(first_request_ ? config_->timeouts.header_read_s : config_->timeouts.idle_s);
   // The raw socket, not the Beast stream: the tick enforces this step's deadline, and a plain
   // buffer lets Asio use recv(2) rather than recvmsg(2) with a one-entry iovec.
   socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
     self->idle_ = false;
-    self->client_deadline_ = Clock::time_point::max();
+    self->deadline_.disarm();
     if (ec) return self->close();
     self->buffer_.commit(n);
     self->read_header();
@@ -93,10 +86,10 @@ void ClientConnection::read_header() {
     buffer_.consume(parser_->put(buffer_.data(), ec));
     if (ec != http::error::need_more) return on_header(ec);
   }
-  arm_client_deadline(config_->timeouts.header_read_s);
+  deadline_.arm(config_->timeouts.header_read_s);
   http::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-    self->client_deadline_ = Clock::time_point::max();
-    self->on_header(self->mapped(ec));
+    self->deadline_.disarm();
+    self->on_header(self->deadline_.mapped(ec));
   });
 }
 
@@ -128,24 +121,23 @@ void ClientConnection::on_header(beast::error_code ec) {
     if (used == 0) break;
   }
   if (parser_->is_done()) return on_body({}, false);
-  auto read_body = [self = shared_from_this()] {
-    self->arm_client_deadline(self->config_->timeouts.body_read_s);
-    http::async_read(self->socket_, self->buffer_, *self->parser_, [self](beast::error_code ec, std::size_t) {
-      self->client_deadline_ = Clock::time_point::max();
-      self->on_body(self->mapped(ec));
-    });
-  };
   // curl and others wait (up to a second) for this before sending a larger body.
-  if (beast::iequals(req_.header(http::field::expect), "100-continue") && !parser_->is_done()) {
-    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    arm_client_deadline(config_->timeouts.write_s);
-    return net::async_write(socket_, net::buffer(kContinue), [self = shared_from_this(), read_body](beast::error_code ec, std::size_t) {
-      self->client_deadline_ = Clock::time_point::max();
-      if (ec) return self->close();
+  if (beast::iequals(req_.header(http::field::expect), "100-continue")) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    return write_response(net::buffer(kContinue.data(), kContinue.size()), [this](beast::error_code ec) {
+      if (ec) return close();
       read_body();
     });
   }
   read_body();
+}
+
+void ClientConnection::read_body() {
+  deadline_.arm(config_->timeouts.body_read_s);
+  http::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    self->deadline_.disarm();
+    self->on_body(self->deadline_.mapped(ec));
+  });
 }
 
 void ClientConnection::on_body(beast::error_code ec, bool waited) {
@@ -206,20 +198,14 @@ void ClientConnection::send_local(LocalReply reply, bool close) {
     ctx->bytes_sent = out_body_.size();
     if (ctx->timings.ttfb_s < 0) ctx->timings.ttfb_s = since_start();
   }
-  arm_client_deadline(config_->timeouts.write_s);
-  auto written = [self = shared_from_this(), must_close](beast::error_code ec, std::size_t) {
-    self->client_deadline_ = Clock::time_point::max();
-    self->response_written(must_close, ec);
-  };
-  // Written on the raw socket (the tick enforces the deadline). A small body is copied behind
-  // the head so the answer goes out in one send(2), cheaper in the kernel than a two-entry
-  // sendmsg(2); a large one is not copied.
+  // A small body is copied behind the head so the answer goes out in one send(2); a large one
+  // is not copied.
+  auto written = [this, must_close](beast::error_code ec) { response_written(must_close, ec); };
   if (out_body_.size() <= kCopiedBodyBytes) {
     head += out_body_;
-    net::async_write(socket_, net::buffer(out_head_), std::move(written));
+    write_response(net::buffer(out_head_), std::move(written));
   } else {
-    const std::array<net::const_buffer, 2> bufs{net::buffer(out_head_), net::buffer(out_body_)};
-    net::async_write(socket_, bufs, std::move(written));
+    write_response(std::array<net::const_buffer, 2>{net::buffer(out_head_), net::buffer(out_body_)}, std::move(written));
   }
 }
 

@@ -79,6 +79,7 @@ class ClientConnection final : public std::enable_shared_from_this<ClientConnect
   void wait_for_request();
   void read_header();
   void on_header(beast::error_code ec);
+  void read_body();  // what the head's read did not bring
   // `waited`: the body needed reads of its own, so the request starts now, not at its head.
   void on_body(beast::error_code ec, bool waited = true);
   void handle_request();
@@ -89,8 +90,6 @@ class ClientConnection final : public std::enable_shared_from_this<ClientConnect
   bool admit_guarded(bool guarded, bool browser);
   void end_request(int status, std::string reason);
   void close();
-  void arm_client_deadline(double seconds);
-  beast::error_code mapped(beast::error_code ec) const { return ec && client_timed_out_ ? beast::error::timeout : ec; }
 
   std::shared_ptr<Gateway::Impl> impl_;
   Worker& worker_;
@@ -111,16 +110,15 @@ class ClientConnection final : public std::enable_shared_from_this<ClientConnect
   bool keep_alive_ = true;
   bool watching_ = false;            // a wait on the client socket is pending
   bool resume_after_watch_ = false;  // that wait was cancelled to read the next request
-  bool client_timed_out_ = false;    // the tick closed the socket
   Clock::time_point start_;
-  Clock::time_point client_deadline_ = Clock::time_point::max();
+  StepDeadline deadline_;  // of the client-side step in progress
 };
 
 template <class Buffers, class Done>
 void ClientConnection::write_response(const Buffers& buffers, Done&& done) {
-  arm_client_deadline(config_->timeouts.write_s);
+  deadline_.arm(config_->timeouts.write_s);
   net::async_write(socket_, buffers, [self = shared_from_this(), done = std::forward<Done>(done)](beast::error_code ec, std::size_t) mutable {
-    self->client_deadline_ = Clock::time_point::max();
+    self->deadline_.disarm();
     done(ec);
   });
 }

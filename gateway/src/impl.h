@@ -9,7 +9,6 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -61,6 +60,31 @@ inline constexpr std::size_t kCopiedBodyBytes = 16 * 1024;
 inline std::chrono::steady_clock::duration secs(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
+
+// The deadline of one async step on a socket, the data path's one deadline mechanism: the
+// step arms it just before it starts and disarms it when it completes; a periodic tick asks
+// expired(now) and, when it says so (once), closes the step's socket, so the step completes
+// with an error that mapped() reads as a timeout.
+class StepDeadline final {
+ public:
+  void arm(double seconds) {
+    fired_ = false;
+    at_ = coarse_now() + secs(seconds) + coarse_resolution();
+  }
+  void disarm() { at_ = Clock::time_point::max(); }
+  bool expired(Clock::time_point now) {
+    if (now < at_) return false;
+    at_ = Clock::time_point::max();
+    fired_ = true;
+    return true;
+  }
+  bool fired() const { return fired_; }
+  beast::error_code mapped(beast::error_code ec) const { return ec && fired_ ? beast::error::timeout : ec; }
+
+ private:
+  Clock::time_point at_ = Clock::time_point::max();
+  bool fired_ = false;
+};
 
 // Idle keep-alive connections to replicas, owned by one event loop (no locking).
 class ConnPool final {

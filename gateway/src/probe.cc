@@ -19,18 +19,15 @@ struct Probe : std::enable_shared_from_this<Probe> {
     resolve_address(replica->host, replica->port, replica->address, socket.get_executor(),
                     [self = shared_from_this()](beast::error_code ec, Endpoints endpoints) {
                       if (ec || !endpoints || endpoints->empty()) return self->done(false);
-                      self->arm();  // one deadline for the connect, whichever address answers
-                      self->connect(std::move(endpoints), 0);
+                      self->connect(std::move(endpoints));
                     });
   }
-  void connect(Endpoints endpoints, std::size_t index) {
-    const auto& ep = (*endpoints)[index];
-    beast::error_code ec;
-    if (socket.is_open()) socket.close(ec);
-    socket.open(ep.protocol(), ec);
-    if (ec) return done(false);
-    socket.async_connect(ep, [self = shared_from_this(), endpoints, index](beast::error_code ec) {
-      if (ec && !self->timed_out && index + 1 < endpoints->size()) return self->connect(endpoints, index + 1);
+  void connect(Endpoints endpoints) {
+    // One deadline for the connect, whichever address answers; once it fired the rest are skipped.
+    deadline.arm(health.timeout_s);
+    net::async_connect(socket, *endpoints, [self = shared_from_this()](beast::error_code, const tcp::endpoint&) {
+      return !self->deadline.fired();
+    }, [self = shared_from_this(), endpoints](beast::error_code ec, const tcp::endpoint&) {
       if (ec) {
         self->replica->address.forget();
         return self->done(false);
@@ -39,29 +36,24 @@ struct Probe : std::enable_shared_from_this<Probe> {
       self->req.set(http::field::host, self->replica->host);
       self->req.set(http::field::user_agent, "tidegate-probe");
       self->req.keep_alive(false);
-      self->arm();
+      self->deadline.arm(self->health.timeout_s);
       http::async_write(self->socket, self->req, [self](beast::error_code ec, std::size_t) {
         if (ec) return self->done(false);
-        self->arm();
+        self->deadline.arm(self->health.timeout_s);
         http::async_read(self->socket, self->buffer, self->res, [self](beast::error_code ec, std::size_t) {
           self->done(!ec && self->res.result_int() == 200);
         });
       });
     });
   }
-  void arm() {
-    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(health.timeout_s));
-  }
   // From the probe loop's tick.
   void on_tick(Clock::time_point now) {
-    if (now < deadline) return;
-    deadline = Clock::time_point::max();
-    timed_out = true;
+    if (!deadline.expired(now)) return;
     beast::error_code ignored;
     socket.close(ignored);
   }
   void done(bool ok) {
-    deadline = Clock::time_point::max();
+    deadline.disarm();
     pool->report_probe(replica->id, ok);
     beast::error_code ec;
     socket.shutdown(tcp::socket::shutdown_both, ec);
@@ -69,8 +61,7 @@ struct Probe : std::enable_shared_from_this<Probe> {
   }
 
   tcp::socket socket;
-  Clock::time_point deadline = Clock::time_point::max();
-  bool timed_out = false;
+  StepDeadline deadline;  // enforced by the probe loop's tick
   std::shared_ptr<ReplicaPool> pool;
   ReplicaPtr replica;
   HealthConfig health;

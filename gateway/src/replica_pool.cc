@@ -239,6 +239,7 @@ void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
       r->id = rc.id;
       r->host = rc.host;
       r->port = rc.port;
+      r->authority = rc.host + ":" + std::to_string(rc.port);
       r->weight = rc.weight;
       r->replica_class = rc.replica_class;
       r->api_key = rc.api_key;

@@ -29,6 +29,7 @@ struct Replica {
   std::string id;
   std::string host;
   std::uint16_t port = 0;
+  std::string authority;      // "host:port": the Host of every request sent to it, made once
   double weight = 1.0;
   std::string replica_class;
   std::string api_key;        // upstream Authorization; empty: the model's replica_api_key

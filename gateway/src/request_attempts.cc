@@ -40,17 +40,13 @@ void ActiveRequest::format_upstream_head(std::string& head, std::string_view bod
   head += "POST "sv;
   head += ctx_->path;
   head += " HTTP/1.1\r\nHost: "sv;
-  head += replica_->host;
-  head += ':';
-  head += std::to_string(replica_->port);
+  head += replica_->authority;
   head += "\r\nContent-Type: application/json\r\nAccept: "sv;
   head += ctx_->stream ? "text/event-stream"sv : "application/json"sv;
   head += "\r\nx-request-id: "sv;
   head += ctx_->request_id;
   // The replica's own key (the client's Authorization never leaves the gateway).
-  const std::string* key = &replica_->api_key;
-  if (key->empty())
-    if (const auto* mc = config_->find_model(ctx_->model)) key = &mc->replica_api_key;
+  const std::string* key = replica_->api_key.empty() ? &model_->replica_api_key : &replica_->api_key;
   if (!key->empty()) {
     head += "\r\nAuthorization: Bearer "sv;
     head += *key;
@@ -141,12 +137,7 @@ void ActiveRequest::on_attempt_body(UpstreamAttempt& a) {
   if (status < 500) served_elsewhere();  // a 4xx is a healthy replica's answer too
   refused_by_.reset();
   summarize_response_body(body, summary_);
-  ctx_->prompt_tokens = summary_.prompt_tokens;
-  ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
-  ctx_->completion_tokens = summary_.completion_tokens;
-  ctx_->content = std::move(summary_.content);
-  ctx_->finish_reason = summary_.finish_reason;
-  ctx_->complete = status < 400;
+  summary_to_context(status < 400);
   Outcome outcome = Outcome::kSuccess;  // a 4xx is a healthy replica's answer
   if (fault == UpstreamFault::kReplica) {
     impl().stats.upstream_error(ctx_->model, "status_" + std::to_string(status));
@@ -225,6 +216,14 @@ void ActiveRequest::copy_tokens() {
   if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
   if (summary_.cached_prompt_tokens >= 0) ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
   if (summary_.completion_tokens >= 0) ctx_->completion_tokens = summary_.completion_tokens;
+  else if (ctx_->stream) ctx_->completion_tokens = content_chunks_;
+}
+
+void ActiveRequest::summary_to_context(bool complete) {
+  copy_tokens();
+  ctx_->content = std::move(summary_.content);
+  ctx_->finish_reason = summary_.finish_reason;
+  ctx_->complete = complete;
 }
 
 void ActiveRequest::release_replica(Outcome outcome) {

@@ -33,7 +33,6 @@ void ActiveRequest::format_stream_head() {
 
 void ActiveRequest::start_stream() {
   response_started_ = true;
-  awaiting_upstream_ = false;
   ctx_->status = 200;
   format_stream_head();
   head_pending_ = true;
@@ -79,14 +78,9 @@ void ActiveRequest::relay_stream_bytes(std::string_view bytes) {
   auto& sse = conn_.stream_buffers().sse;
   const bool strip_usage = parsed_->usage_injected;
   const bool hooks = !impl().filters.empty();
-  auto update_tokens = [this] {
-    if (summary_.prompt_tokens >= 0) ctx_->prompt_tokens = summary_.prompt_tokens;
-    if (summary_.cached_prompt_tokens >= 0) ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
-    ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
-  };
   bool progress = false;  // events not yet reported to on_stream_event
   auto report_progress = [&] {
-    update_tokens();
+    copy_tokens();
     for (auto& f : impl().filters) invoke_filter("on_stream_event", [&] { f->on_stream_event(*ctx_, nullptr); });
     progress = false;
   };
@@ -95,9 +89,8 @@ void ActiveRequest::relay_stream_bytes(std::string_view bytes) {
   SseEvent ev;
   while (sse.next(ev)) {
     const auto kind = accumulate_stream_chunk(ev.data, summary_);
-    // Until the engine's usage arrives, content chunks stand in for tokens (a lower bound:
-    // an engine may put several tokens in one chunk, never fewer than one); the usage then
-    // replaces the count, so the ledger only ever sees it go up.
+    // Content chunks stand in for tokens until the usage arrives (copy_tokens); the usage
+    // then replaces the count, so the ledger only ever sees it go up.
     if (kind.has_content && summary_.completion_tokens < 0) ++content_chunks_;
     if (!kind.usage_only) {
       progress = true;
@@ -106,7 +99,7 @@ void ActiveRequest::relay_stream_bytes(std::string_view bytes) {
     }
     if (hooks) {
       if (progress) report_progress();
-      update_tokens();
+      copy_tokens();
       boost::json::error_code jec;
       auto v = boost::json::parse(ev.data, jec);
       if (!jec && v.is_object()) {
@@ -169,20 +162,9 @@ void ActiveRequest::write_stream_chunk(bool last) {
   });
 }
 
-// What the stream said, onto the context for the ledger and on_complete; content chunks stand
-// in for the completion tokens when the engine sent no usage.
-void ActiveRequest::stream_summary_to_context(bool complete) {
-  ctx_->prompt_tokens = summary_.prompt_tokens;
-  ctx_->cached_prompt_tokens = summary_.cached_prompt_tokens;
-  ctx_->completion_tokens = summary_.completion_tokens >= 0 ? summary_.completion_tokens : content_chunks_;
-  ctx_->content = std::move(summary_.content);
-  ctx_->finish_reason = summary_.finish_reason;
-  ctx_->complete = complete;
-}
-
 void ActiveRequest::finish_stream() {
   upstream_end_ = Clock::now();
-  stream_summary_to_context(true);
+  summary_to_context(true);
   release_replica(Outcome::kSuccess);
   attempt_->finish();  // the connection goes back to the pool when the replica keeps it open
   drop_attempt(false);
@@ -197,7 +179,7 @@ void ActiveRequest::end_stream_with_error(const ApiError& e) {
   out += "\n\n";
   ctx_->status = 200;  // the head already said 200; the reason records what happened
   ctx_->reason = e.code;
-  stream_summary_to_context(false);
+  summary_to_context(false);
   conn_.write_response(frame_stream_out(true), [self = shared_from_this()](beast::error_code ec) {
     if (self->ended_) return;
     self->conn_.stream_buffers().out.clear();

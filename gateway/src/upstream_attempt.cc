@@ -72,7 +72,7 @@ UpstreamAttempt::~UpstreamAttempt() {
 
 void UpstreamAttempt::cancel() {
   owner_ = nullptr;
-  disarm();
+  deadline_.disarm();
   close_socket();
 }
 
@@ -85,24 +85,18 @@ void UpstreamAttempt::close_socket() {
 }
 
 void UpstreamAttempt::on_tick(Clock::time_point now) {
-  if (now < deadline_ || !socket_) return;
-  disarm();
-  timed_out_ = true;
+  if (!socket_ || !deadline_.expired(now)) return;
   beast::error_code ignored;
   socket_->close(ignored);  // the pending step completes with an error, read as a timeout
 }
 
 void UpstreamAttempt::arm(double step_s) {
-  // A step gets what is left of the total budget at most.
-  const auto now = coarse_now();
-  const double left = std::chrono::duration<double>(limits_.total_deadline - now).count();
-  const double s = std::max(0.001, std::min(step_s, left));
-  timed_out_ = false;
-  deadline_ = now + secs(s) + coarse_resolution();
+  const double left = std::chrono::duration<double>(limits_.total_deadline - coarse_now()).count();
+  deadline_.arm(std::max(0.001, std::min(step_s, left)));
 }
 
 void UpstreamAttempt::fail(Failure f) {
-  disarm();
+  deadline_.disarm();
   failure_ = f;
   close_socket();
   if (auto* owner = std::exchange(owner_, nullptr)) owner->on_attempt_failed(*this, f);
@@ -123,27 +117,20 @@ void UpstreamAttempt::connect() {
                   [self = shared_from_this(), anchor = anchor_.lock()](beast::error_code ec, Endpoints endpoints) {
     if (!self->owner_) return;  // cancelled meanwhile
     if (ec || !endpoints || endpoints->empty()) return self->fail(Failure::kResolveFailed);
-    self->arm(self->limits_.connect_s);  // one deadline for every address of the name
-    self->connect_to(std::move(endpoints), 0);
-  });
-}
-
-// Each address in turn, under the one connect deadline: a fired deadline ends the walk.
-void UpstreamAttempt::connect_to(Endpoints endpoints, std::size_t index) {
-  const auto& ep = (*endpoints)[index];
-  socket_ = std::make_unique<Socket>(worker_.ioc);
-  beast::error_code ec;
-  socket_->open(ep.protocol(), ec);
-  if (ec) return fail(Failure::kConnectFailed);
-  socket_->async_connect(ep, [self = shared_from_this(), anchor = anchor_.lock(), endpoints, index](beast::error_code ec) {
-    if (!self->owner_) return;
-    if (ec && !self->timed_out_ && index + 1 < endpoints->size()) return self->connect_to(endpoints, index + 1);
-    if (ec) {
-      self->replica_->address.forget();  // a name may point elsewhere by the next try; an IP costs nothing to rebuild
-      return self->fail(self->timed_out_ ? Failure::kConnectTimeout : Failure::kConnectFailed);
-    }
-    self->socket_->set_option(tcp::no_delay(true), ec);
-    self->send();
+    self->socket_ = std::make_unique<Socket>(self->worker_.ioc);
+    // Every address of the name in turn, under one deadline: once it fired (the tick closed the
+    // socket), the rest are skipped rather than tried on a socket Asio would reopen.
+    self->arm(self->limits_.connect_s);
+    net::async_connect(*self->socket_, *endpoints, [self](beast::error_code, const tcp::endpoint&) { return !self->deadline_.fired(); },
+                       [self, anchor, endpoints](beast::error_code ec, const tcp::endpoint&) {
+      if (!self->owner_) return;
+      if (ec) {
+        self->replica_->address.forget();  // a name may point elsewhere by the next try; an IP costs nothing to rebuild
+        return self->fail(self->deadline_.fired() ? Failure::kConnectTimeout : Failure::kConnectFailed);
+      }
+      self->socket_->set_option(tcp::no_delay(true), ec);
+      self->send();
+    });
   });
 }
 
@@ -156,7 +143,7 @@ void UpstreamAttempt::send() {
   // is copied behind the head for that; a large one is sent from the client's bytes.
   auto written = [self = shared_from_this(), anchor = anchor_.lock()](beast::error_code ec, std::size_t) {
     if (!self->owner_) return;
-    if (ec) return self->fail(self->timed_out_ ? Failure::kWriteTimeout : Failure::kWriteFailed);
+    if (ec) return self->fail(self->deadline_.fired() ? Failure::kWriteTimeout : Failure::kWriteFailed);
     self->interim_heads_ = 0;
     self->read_head();
   };
@@ -182,8 +169,8 @@ void UpstreamAttempt::read_head() {
   http::async_read_header(*socket_, buffers_->in, *parser_, [self = shared_from_this(), anchor = anchor_.lock()](
                                                                  beast::error_code ec, std::size_t) {
     if (!self->owner_) return;
-    self->disarm();
-    self->on_head(self->mapped(ec));
+    self->deadline_.disarm();
+    self->on_head(self->deadline_.mapped(ec));
   });
 }
 
@@ -223,13 +210,13 @@ void UpstreamAttempt::read_body() {
     if (used == 0) break;
   }
   if (parser_->is_done()) {
-    disarm();
+    deadline_.disarm();
     return owner_->on_attempt_body(*this);
   }
   arm(limits_.between_chunks_s);
   http::async_read_some(*socket_, in, *parser_, [self = shared_from_this(), anchor = anchor_.lock()](beast::error_code ec, std::size_t) {
     if (!self->owner_) return;
-    ec = self->mapped(ec);
+    ec = self->deadline_.mapped(ec);
     if (!ec && self->buffers_->body.size() > self->limits_.max_body_bytes) return self->fail(Failure::kUpstreamBodyTooLarge);
     if (ec) return self->fail(ec == beast::error::timeout ? Failure::kBodyTimeout : Failure::kBodyReadFailed);
     self->read_body();
@@ -244,8 +231,8 @@ void UpstreamAttempt::read_stream() {
   http::async_read_some(*socket_, buffers_->in, *parser_, [self = shared_from_this(), anchor = anchor_.lock()](
                                                               beast::error_code ec, std::size_t) {
     if (!self->owner_) return;
-    self->disarm();
-    ec = self->mapped(ec);
+    self->deadline_.disarm();
+    ec = self->deadline_.mapped(ec);
     if (ec == http::error::need_buffer) ec = {};
     self->owner_->on_attempt_stream(*self, ec);
   });
@@ -276,7 +263,7 @@ std::string_view UpstreamAttempt::take_chunk() {
 }
 
 void UpstreamAttempt::finish() {
-  disarm();
+  deadline_.disarm();
   owner_ = nullptr;
   const bool reusable = socket_ && parser_ && parser_->keep_alive() && buffers_->in.size() == 0;
   if (reusable) {

@@ -8,9 +8,6 @@
 // Its steps report to an AttemptOwner (the ActiveRequest): the final response head, the whole
 // body, each streamed read, or the Failure that ended it. The owner decides what that means
 // (retry, relay, answer); the attempt knows only its own socket and deadline.
-#include <boost/beast/core/flat_buffer.hpp>
-
-#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,7 +74,6 @@ class UpstreamAttempt final : public std::enable_shared_from_this<UpstreamAttemp
   // as timed out.
   void on_tick(Clock::time_point now);
 
-  const ReplicaPtr& replica() const { return replica_; }
   bool reused() const { return reused_; }  // on a pooled connection
   UpstreamResponseParser& parser() { return *parser_; }
   std::string& body() { return buffers_->body; }
@@ -86,15 +82,11 @@ class UpstreamAttempt final : public std::enable_shared_from_this<UpstreamAttemp
 
  private:
   void connect();
-  void connect_to(Endpoints endpoints, std::size_t index);
   void send();
   void read_head();
   void on_head(beast::error_code ec);
   void fail(Failure f);
-  void arm(double step_s);
-  void disarm() { deadline_ = Clock::time_point::max(); }
-  // The error a step's completion reports: a closed socket after the deadline fired is a timeout.
-  beast::error_code mapped(beast::error_code ec) const { return ec && timed_out_ ? beast::error::timeout : ec; }
+  void arm(double step_s);  // the step's own timeout, cut to what is left of the total
   void close_socket();
 
   static constexpr int kMaxInterimHeads = 8;  // 1xx answers skipped before one is a fault
@@ -108,8 +100,7 @@ class UpstreamAttempt final : public std::enable_shared_from_this<UpstreamAttemp
   std::unique_ptr<Socket> socket_;
   std::optional<UpstreamResponseParser> parser_;
   std::string_view body_out_;
-  Clock::time_point deadline_ = Clock::time_point::max();
-  bool timed_out_ = false;
+  StepDeadline deadline_;
   bool reused_ = false;
   int interim_heads_ = 0;
   std::optional<Failure> failure_;

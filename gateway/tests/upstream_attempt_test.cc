@@ -218,11 +218,13 @@ TEST_F(UpstreamAttemptTest, ARefusedConnectIsAConnectFailure) {
 TEST_F(UpstreamAttemptTest, TheTickFiresTheStepsDeadline) {
   ScriptedUpstream up(worker_.ioc, {""});  // reads the request, never answers
   RecordingOwner owner;
-  auto a = start(replica(up.port()), owner, limits(0.05));
+  // A first-byte timeout of 5 s that the test's own ticks cross; no real time need pass, so a
+  // slow (sanitized) build cannot fire it early.
+  auto a = start(replica(up.port()), owner, limits(5));
   ASSERT_TRUE(run_until([&] { return up.requests == 1; }));
-  a->on_tick(coarse_now());  // before the deadline: nothing happens
+  a->on_tick(coarse_now() + std::chrono::seconds(4));  // before the deadline: nothing happens
   ASSERT_FALSE(run_until([&] { return !owner.events.empty(); }, std::chrono::milliseconds(100)));
-  a->on_tick(coarse_now() + std::chrono::seconds(1));
+  a->on_tick(coarse_now() + std::chrono::seconds(6));
   ASSERT_TRUE(run_until([&] { return !owner.events.empty(); }));
   EXPECT_EQ(owner.events, (std::vector<std::string>{"first_byte_timeout"}));
 }

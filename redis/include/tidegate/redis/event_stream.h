@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <utility>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tidegate/redis/client.h"
