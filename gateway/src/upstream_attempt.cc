@@ -76,16 +76,18 @@ void UpstreamAttempt::cancel() {
   close_socket();
 }
 
+// Closed, not destroyed: an operation in flight still refers to the socket object until its
+// completion has run (Asio's range connect looks at it then), and that completion holds the
+// attempt, so the socket goes with the attempt.
 void UpstreamAttempt::close_socket() {
-  if (!socket_) return;
+  if (!socket_ || !socket_->is_open()) return;
   beast::error_code ignored;
   socket_->shutdown(tcp::socket::shutdown_both, ignored);
   socket_->close(ignored);
-  socket_.reset();
 }
 
 void UpstreamAttempt::on_tick(Clock::time_point now) {
-  if (!socket_ || !deadline_.expired(now)) return;
+  if (!socket_ || !socket_->is_open() || !deadline_.expired(now)) return;
   beast::error_code ignored;
   socket_->close(ignored);  // the pending step completes with an error, read as a timeout
 }
@@ -118,10 +120,12 @@ void UpstreamAttempt::connect() {
     if (!self->owner_) return;  // cancelled meanwhile
     if (ec || !endpoints || endpoints->empty()) return self->fail(Failure::kResolveFailed);
     self->socket_ = std::make_unique<Socket>(self->worker_.ioc);
-    // Every address of the name in turn, under one deadline: once it fired (the tick closed the
-    // socket), the rest are skipped rather than tried on a socket Asio would reopen.
+    // Every address of the name in turn, under one deadline: once it fired or the attempt was
+    // cancelled (either closed the socket), the rest are skipped rather than tried on a socket
+    // Asio would reopen.
     self->arm(self->limits_.connect_s);
-    net::async_connect(*self->socket_, *endpoints, [self](beast::error_code, const tcp::endpoint&) { return !self->deadline_.fired(); },
+    net::async_connect(*self->socket_, *endpoints,
+                       [self](beast::error_code, const tcp::endpoint&) { return self->owner_ && !self->deadline_.fired(); },
                        [self, anchor, endpoints](beast::error_code ec, const tcp::endpoint&) {
       if (!self->owner_) return;
       if (ec) {
@@ -265,7 +269,7 @@ std::string_view UpstreamAttempt::take_chunk() {
 void UpstreamAttempt::finish() {
   deadline_.disarm();
   owner_ = nullptr;
-  const bool reusable = socket_ && parser_ && parser_->keep_alive() && buffers_->in.size() == 0;
+  const bool reusable = socket_ && socket_->is_open() && parser_ && parser_->keep_alive() && buffers_->in.size() == 0;
   if (reusable) {
     worker_.conns.put(replica_, std::move(socket_));
   }
