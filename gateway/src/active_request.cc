@@ -70,6 +70,7 @@ struct FilterCall {
   static constexpr int kInside = 0, kReturned = 1, kAnsweredInside = 2;
   explicit FilterCall(std::size_t i) : index(i) {}
   const std::size_t index;
+  std::uint64_t hold = 0;  // the worker holds the connection while the answer is out (Worker::hold)
   std::atomic<bool> answered{false};  // done was called (a second call is a filter bug)
   std::atomic<int> phase{kInside};
   std::optional<LocalReply> reply;
@@ -81,16 +82,18 @@ void ActiveRequest::run_filters(std::size_t index) {
   auto& before = impl().before_forward;
   for (; index < before.size(); ++index) {
     auto call = std::make_shared<FilterCall>(index);
+    // The callback holds nothing strongly but the call: see Worker::hold.
     const bool returned = invoke_filter("pre_forward", [&] { before[index]->pre_forward(
-        ctx_, [anchors = anchors(), ex = worker_.ioc.get_executor(), call](std::optional<LocalReply> r) {
+        ctx_, [door = worker_.door, worker = &worker_, weak = weak_from_this(), call](std::optional<LocalReply> r) {
           if (call->answered.exchange(true)) return;
           call->reply = std::move(r);
           int inside = FilterCall::kInside;
           if (call->phase.compare_exchange_strong(inside, FilterCall::kAnsweredInside)) return;  // the loop goes on
           // Answered after pre_forward returned, perhaps on another thread: resume on the loop.
-          net::post(ex, [anchors, call] {
-            auto& self = anchors.first;
-            if (self->ended_) return;  // the client left meanwhile
+          door->post([worker, weak, call] {
+            const auto conn = worker->let_go(call->hold);  // alive until this handler ends
+            const auto self = weak.lock();
+            if (!self || self->ended_) return;  // the client left meanwhile
             if (!call->reply) return self->run_filters(call->index + 1);
             self->answer_from_filter(std::move(*call->reply));
           });
@@ -99,7 +102,11 @@ void ActiveRequest::run_filters(std::size_t index) {
     // answering: the answer stands.
     if (!returned && !call->answered.exchange(true)) return conn_.fail(Failure::kFilterFailed, "a request filter failed");
     int inside = FilterCall::kInside;
-    if (call->phase.compare_exchange_strong(inside, FilterCall::kReturned)) return;  // done comes later
+    if (call->phase.compare_exchange_strong(inside, FilterCall::kReturned)) {
+      // done comes later. The answer's handler runs on this loop, so after this line.
+      call->hold = worker_.hold(conn_.shared_from_this());
+      return;
+    }
     // Answered inside pre_forward: go on here, without a trip through the loop's queue.
     if (call->reply) return answer_from_filter(std::move(*call->reply));
   }
@@ -122,10 +129,10 @@ void ActiveRequest::proxy() {
   const auto& mc = *model_;
   make_route_hint(mc);
   std::weak_ptr<ActiveRequest> weak = shared_from_this();
-  auto ex = worker_.ioc.get_executor();
   auto pool = pool_;
-  auto got = pool_->acquire([weak, ex, pool](ReplicaPtr r) {
-    net::post(ex, [weak, pool, r] {
+  // A grant comes from whichever thread released the replica.
+  auto got = pool_->acquire([weak, door = worker_.door, pool](ReplicaPtr r) {
+    door->post([weak, pool, r] {
       auto self = weak.lock();
       if (self && !self->ended_) self->on_granted(pool, r);
       else if (r) pool->release(r, Outcome::kNeutral);

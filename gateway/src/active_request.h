@@ -47,10 +47,6 @@ class ActiveRequest final : public std::enable_shared_from_this<ActiveRequest>, 
   bool invoke_filter(const char* hook, Call&& call) noexcept {
     return gateway::invoke_filter(impl().stats, ctx_.get(), hook, std::forward<Call>(call));
   }
-  // An async completion keeps both the request and its connection alive; `ended_` tells it
-  // the request is over.
-  auto anchors() { return std::make_pair(shared_from_this(), conn_.shared_from_this()); }
-
   // --- admission and routing (active_request.cc); attempts (request_attempts.cc)
   void run_filters(std::size_t index);  // Impl::before_forward[index..], then proxy()
   void answer_from_filter(LocalReply reply);

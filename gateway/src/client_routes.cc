@@ -96,9 +96,13 @@ void ClientConnection::handle_route(const Route& route) {
   if (q != std::string::npos) rr.query = rr.target.substr(q + 1);
   req_.for_each_field([&rr](const ClientRequest::Field& f) { rr.headers[lower(f.name_string)] = std::string(f.value); });
   rr.body = req_.body();
-  auto ex = socket_.get_executor();
-  route.handler(rr, [self = shared_from_this(), ex](LocalReply reply) {
-    net::post(ex, [self, reply = std::move(reply)]() mutable { self->send_local(std::move(reply)); });
+  // The handler may answer from another thread: the worker holds this connection meanwhile
+  // (Worker::hold), the callback only the way back.
+  const auto hold = worker_.hold(shared_from_this());
+  route.handler(rr, [door = worker_.door, worker = &worker_, hold](LocalReply reply) {
+    door->post([worker, hold, reply = std::move(reply)]() mutable {
+      if (const auto self = worker->let_go(hold)) self->send_local(std::move(reply));
+    });
   });
 }
 

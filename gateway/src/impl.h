@@ -125,6 +125,28 @@ class ConnPool final {
 // Member order matters at teardown: pooled connections go first, then the io_context
 // (whose pending handlers own connections that unregister themselves under connections_mu,
 // and attempts that give their buffers back).
+// The way back onto a worker's loop from another thread (a filter's or a route's answer). Shut
+// once the worker's thread has stopped, so that an answer arriving after the gateway is gone
+// posts nothing to a loop that no longer exists.
+class LoopDoor final {
+ public:
+  explicit LoopDoor(net::io_context& ioc) : ex_(ioc.get_executor()) {}
+  template <class Handler>
+  void post(Handler&& handler) {
+    std::lock_guard lock(mu_);
+    if (open_) net::post(ex_, std::forward<Handler>(handler));
+  }
+  void shut() {
+    std::lock_guard lock(mu_);
+    open_ = false;
+  }
+
+ private:
+  std::mutex mu_;
+  bool open_ = true;
+  net::io_context::executor_type ex_;
+};
+
 struct Worker {
   std::mutex connections_mu;
   std::unordered_map<ClientConnection*, std::weak_ptr<ClientConnection>> connections;
@@ -147,6 +169,22 @@ struct Worker {
   static constexpr std::chrono::milliseconds kTick{100};
   std::vector<std::shared_ptr<ClientConnection>> ticking;  // the tick's scratch
   ConnPool conns;
+  std::shared_ptr<LoopDoor> door = std::make_shared<LoopDoor>(ioc);
+  // Connections waiting for an answer from another thread are held here, on their loop, and
+  // not by the callback that carries the answer: that callback may run, or be dropped, on its
+  // own thread after the workers are gone, and the last reference to a connection must never
+  // go there (its socket belongs to this loop). Loop thread only. Declared after `ioc`, so a
+  // connection still waiting at teardown ends before its loop does.
+  std::uint64_t hold(std::shared_ptr<ClientConnection> conn) {
+    awaiting.emplace(++last_hold, std::move(conn));
+    return last_hold;
+  }
+  std::shared_ptr<ClientConnection> let_go(std::uint64_t id) {
+    auto node = awaiting.extract(id);
+    return node ? std::move(node.mapped()) : nullptr;
+  }
+  std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>> awaiting;
+  std::uint64_t last_hold = 0;
 };
 
 struct Route {

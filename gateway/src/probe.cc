@@ -33,7 +33,7 @@ struct Probe : std::enable_shared_from_this<Probe> {
         return self->done(false);
       }
       self->req = {http::verb::get, self->health.path, 11};
-      self->req.set(http::field::host, self->replica->host);
+      self->req.set(http::field::host, self->replica->authority);
       self->req.set(http::field::user_agent, "tidegate-probe");
       self->req.keep_alive(false);
       self->deadline.arm(self->health.timeout_s);

@@ -239,7 +239,9 @@ void ReplicaPool::add(const ReplicaConfig& rc, bool from_config) {
       r->id = rc.id;
       r->host = rc.host;
       r->port = rc.port;
-      r->authority = rc.host + ":" + std::to_string(rc.port);
+      // An IPv6 literal goes in brackets (RFC 7230 section 5.4); config keeps it bare.
+      const bool v6 = rc.host.find(':') != std::string::npos;
+      r->authority = (v6 ? "[" + rc.host + "]" : rc.host) + ":" + std::to_string(rc.port);
       r->weight = rc.weight;
       r->replica_class = rc.replica_class;
       r->api_key = rc.api_key;

@@ -251,6 +251,7 @@ Gateway::~Gateway() {
   stop();
   wait();
   impl_->upstreams.on_new_replica(nullptr);  // its executor goes with the workers
+  for (auto& w : impl_->workers) w->door->shut();  // a filter answering late posts nothing
   // Pending handlers hold connections, which hold the Impl: destroy them while it is alive.
   impl_->acceptor.reset();
   impl_->probe_timer.reset();

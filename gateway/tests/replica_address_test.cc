@@ -4,6 +4,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <map>
+
 #include "replica_address.h"
 #include "replica_pool.h"
 
@@ -90,6 +92,22 @@ TEST(ReplicaAddress, APoolReportsEachNewReplicaOnceForItsLookup) {
     ASSERT_TRUE(r->address.get()) << r->id;
     EXPECT_EQ(r->address.get()->front().port(), r->port);
   }
+}
+
+// The Host every request carries: an IPv6 literal in brackets (RFC 7230 section 5.4), or a
+// replica reached as [::1]:8000 gets a Host that no server parses.
+TEST(ReplicaAddress, AnIpv6LiteralIsBracketedInTheHostHeader) {
+  ModelConfig mc;
+  mc.name = "m";
+  mc.replicas.push_back({.id = "v4", .host = "127.0.0.1", .port = 9001});
+  mc.replicas.push_back({.id = "v6", .host = "::1", .port = 9002});
+  mc.replicas.push_back({.id = "name", .host = "engine-0.local", .port = 9003});
+  ReplicaPool pool(mc, 1);
+  std::map<std::string, std::string> host;
+  for (const auto& r : pool.replicas()) host[r->id] = r->authority;
+  EXPECT_EQ(host["v4"], "127.0.0.1:9001");
+  EXPECT_EQ(host["v6"], "[::1]:9002");
+  EXPECT_EQ(host["name"], "engine-0.local:9003");
 }
 
 }  // namespace

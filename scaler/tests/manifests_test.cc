@@ -143,7 +143,9 @@ TEST(K8sManifests, ReplicatedGatewayHasItsLeaseRbacPdbAndRedis) {
     if (!leases) continue;
     std::vector<std::string> names;
     for (const auto& n : rule["resourceNames"]) names.push_back(n.as<std::string>());
-    if (!names.empty()) EXPECT_EQ(names, std::vector<std::string>{le.lease_name}) << "only the configured lease";
+    if (!names.empty()) {
+      EXPECT_EQ(names, std::vector<std::string>{le.lease_name}) << "only the configured lease";
+    }
     for (const auto& v : rule["verbs"]) (names.empty() ? unnamed : named).insert(v.as<std::string>());
   }
   EXPECT_EQ(named, (std::set<std::string>{"get", "update"}));
@@ -173,8 +175,9 @@ TEST(K8sManifests, ReplicatedGatewayHasItsLeaseRbacPdbAndRedis) {
   EXPECT_EQ(root["redis"]["expected_gateways"].as<int>(), replicas);
   for (const auto& [kind, docs] : m.by_kind)
     for (const auto& d : docs)
-      if (kind != "Namespace" && kind != "Kustomization")
+      if (kind != "Namespace" && kind != "Kustomization") {
         EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(), "tidegate") << kind;
+      }
 }
 
 }  // namespace

@@ -350,3 +350,90 @@ TEST(GatewayHooks, AFilterThatThrowsCostsItsRequestNotTheWorker) {
   gw.stop();
   EXPECT_EQ(thrower->completions.load(), 9);  // every inference request, the 500 included
 }
+
+namespace {
+
+// Keeps every `done` it is given and answers nothing until told: a cache lookup still running
+// on its own thread when the gateway shuts down.
+class LateFilter final : public RequestFilter {
+ public:
+  void pre_forward(const std::shared_ptr<RequestContext>&, Done done) override {
+    std::lock_guard lock(mu);
+    kept.push_back(std::move(done));
+    cv.notify_all();
+  }
+  bool wait_for_one() {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return !kept.empty(); });
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Done> kept;
+};
+
+// Sends a request and reads nothing back: the connection stays open while the filter waits.
+tcp::socket send_only(net::io_context& ioc, int port, const std::string& target, const std::string& body) {
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  req.set(http::field::authorization, "Bearer sk-hooks-0001");
+  req.body() = body;
+  req.prepare_payload();
+  http::write(s, req);
+  return s;
+}
+
+}  // namespace
+
+// An answer that comes from another thread after the gateway is gone finds nothing to touch:
+// the worker held the waiting connection, the callback only a way back that is now shut (the
+// connection's last reference used to go with the callback, onto that thread, after its loop
+// and worker were destroyed: a use after free TSan caught). Run under ASan and TSan by make.
+TEST(GatewayHooks, AFilterOrRouteAnsweringAfterTheGatewayIsGoneTouchesNothing) {
+  SimProcess sim;
+  ASSERT_GT(sim.port, 0) << "tidegate-sim did not start";
+  auto late = std::make_shared<LateFilter>();
+  std::mutex route_mu;
+  std::vector<std::function<void(LocalReply)>> route_answers;
+  net::io_context client;
+  std::vector<tcp::socket> waiting;
+  {
+    Gateway gw(config_for(sim.port));
+    gw.add_filter(late);
+    gw.add_route("POST", "/late", [&](const RouteRequest&, std::function<void(LocalReply)> done) {
+      std::lock_guard lock(route_mu);
+      route_answers.push_back(std::move(done));
+    }, RouteAccess::kOpen);
+    gw.start();
+    waiting.push_back(send_only(client, gw.port(), "/v1/chat/completions", chat_body("anything")));
+    waiting.push_back(send_only(client, gw.port(), "/late", "{}"));
+    ASSERT_TRUE(late->wait_for_one());
+    for (int i = 0; i < 200; ++i) {  // the route is called on its worker's loop
+      if (std::lock_guard lock(route_mu); !route_answers.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    {
+      std::lock_guard lock(route_mu);
+      ASSERT_EQ(route_answers.size(), 1u) << "the route was not called";
+    }
+    gw.stop();
+  }
+  // Answered, then dropped, on a thread of their own.
+  std::thread([&] {
+    for (auto& done : late->kept) done(std::nullopt);
+    late->kept.clear();
+    for (auto& done : route_answers) done(LocalReply{});
+    route_answers.clear();
+  }).join();
+  // The gateway closed both connections when it went.
+  for (auto& s : waiting) {
+    char byte;
+    boost::system::error_code ec;
+    s.read_some(net::buffer(&byte, 1), ec);
+    EXPECT_TRUE(ec) << "the connection is still open";
+  }
+  std::lock_guard lock(route_mu);
+  EXPECT_TRUE(route_answers.empty());
+}
