@@ -109,12 +109,20 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // The miss rate is taken at its upper confidence bound (Poisson, noise_z), so a short window
   // with few misses proves nothing and spends nothing.
   double eps = budget / 2;
+  // Short of the SLO: the fleet's miss rate is over the budget by more than chance explains.
+  // The window's misses are a sample of the rate the fleet runs at; a fleet whose rate is
+  // within the budget shows a window a little over it about as often as a little under, and
+  // capacity added for that costs a cold start and a stabilisation window the SLO never
+  // needed. The same Poisson bound, taken the other way, decides when the budget may be spent.
+  bool short_of_target = false;
   if (total >= kMinTtftSamples) {
     out.view.attainment = met / total;
-    if (*out.view.attainment < cfg.slo.attainment && budget > 0)
+    const double misses = std::max(0.0, total - met);
+    const double misses_lower = std::max(0.0, misses - cfg.noise_z * std::sqrt(misses + 1)) / total;
+    short_of_target = budget > 0 && misses_lower > budget;
+    if (short_of_target)
       headroom = std::min(cfg.max_headroom,
                           1 + cfg.headroom_gain * std::min(1.0, (cfg.slo.attainment - *out.view.attainment) / budget));
-    const double misses = std::max(0.0, total - met);
     const double misses_upper = (misses + cfg.noise_z * std::sqrt(misses + 1)) / total;
     if (cfg.slo_loop_spends_budget) eps = std::clamp(budget - misses_upper, budget / 2, budget);
   }
@@ -273,10 +281,13 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // measured attainment meets the SLO buys nothing the users notice (the miss budget is there to
   // absorb a burst's first seconds) and costs a cold start and a stabilisation window.
   const int held_now = in.active + in.starting;
-  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment &&
-      *out.view.attainment >= cfg.slo.attainment) {
+  auto measured_text = [&] {
+    const double a = *out.view.attainment;
+    return num(a * 100, 2) + "%" + (a < cfg.slo.attainment ? ", short by no more than chance" : "");
+  };
+  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment && !short_of_target) {
     floors += "; not starting " + std::to_string(active - held_now) + ": bursty demand, the held " +
-              std::to_string(held_now) + " meet the SLO (" + num(*out.view.attainment * 100, 2) + "%)";
+              std::to_string(held_now) + " meet the SLO (" + measured_text() + ")";
     cum -= active - held_now;
     active = held_now;
     out.reason_code = "slo_met";
@@ -292,10 +303,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   {
     const int held = in.active + in.starting;
     const int keep = std::max(held, base_hard);
-    const bool measured_ok = out.view.attainment && *out.view.attainment >= cfg.slo.attainment;
+    const bool measured_ok = out.view.attainment && !short_of_target;
     if (prior && age < learn && measured_ok && active > keep && held >= st.initial_capacity && headroom <= 1) {
       floors += "; not starting " + std::to_string(active - keep) + ": learning, the starting " +
-                std::to_string(st.initial_capacity) + " meet the SLO (" + num(*out.view.attainment * 100, 2) + "%)" +
+                std::to_string(st.initial_capacity) + " meet the SLO (" + measured_text() + ")" +
                 (keep > held ? "; starting " + std::to_string(keep - held) + " for what binds now" : "");
       cum -= active - keep;
       active = keep;
