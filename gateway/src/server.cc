@@ -306,7 +306,11 @@ void Gateway::start() {
   // loops (Asio's resolver thread), so the first request to it finds it known; a failed
   // connect forgets it and the next one looks again.
   impl_->upstreams.on_new_replica([ex = ioc0.get_executor()](const ReplicaPtr& r) {
-    resolve_address(r->host, r->port, r->address, ex, [](beast::error_code, Endpoints) {});
+    // A name that does not resolve now is said once, here; requests to the replica look it up
+    // again and count their connect failures as usual.
+    resolve_address(r->host, r->port, r->address, ex, [id = r->id, host = r->host](beast::error_code ec, Endpoints) {
+      if (ec) log::warn("gateway.replica_unresolved", {{"replica", id}, {"host", host}, {"error", ec.message()}});
+    });
   });
   start_health_probes(impl_);
   for (auto& w : impl_->workers) {

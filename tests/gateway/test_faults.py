@@ -143,6 +143,19 @@ def test_replicas_named_by_host_name(env):
         wait_until(lambda: gw.metric("tidegate_upstream_replicas", {"model": "m", "state": "healthy"}) == 1,
                    timeout=5, what="probe of a named replica")
         assert gw.metric("tidegate_upstream_errors_total", {"reason": "resolve_failed"}) in (None, 0)
+        assert not [line for line in gw.log if "gateway.replica_unresolved" in line], gw.log
+    # A name that does not resolve (RFC 6761: .invalid never does) is said in the log when the
+    # replica is added, not only when a request finds out; requests get an OpenAI error.
+    gone = model_yaml("gone", [9]).replace("127.0.0.1", "nosuchhost.invalid")
+    with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port]) + gone) as gw:
+        wait_until(lambda: [line for line in gw.log if "gateway.replica_unresolved" in line], timeout=30,
+                   what="the unresolved replica in the log")
+        line = json.loads(next(line for line in gw.log if "gateway.replica_unresolved" in line))
+        assert line["replica"] == "r0" and line["host"] == "nosuchhost.invalid" and line["level"] == "warn", line
+        e = _error(httpx.post(gw.url + "/v1/chat/completions", json=chat("gone"), timeout=30), 503, "no_ready_replica")
+        assert "resolve_failed" in e["message"], e
+        assert gw.metric("tidegate_upstream_errors_total", {"reason": "resolve_failed"}) >= 1
+        assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
 
 
 def test_upstream_dies_mid_stream(env):
