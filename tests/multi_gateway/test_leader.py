@@ -169,9 +169,12 @@ def test_leader_kill9_takeover(env):
             f.kill(old)
             loads.pop(old).stop()  # its clients now fail fast; the other two gateways' must not
             new = f.leader(timeout=LEASE_S + 2 * RETRY_S + 3)
-            moved_after = time.monotonic() - killed_at
+            who = scaler_state(new)["leader_election"]["identity"]
+            assert f.cluster.holder() == who
+            # When the API server took the new holder's write, not when this test's polling of
+            # three gateways saw it (seconds late on a loaded box under ASan).
+            moved_after = next(t for t, _, h in f.cluster.lease_log if t >= killed_at and h == who) - killed_at
             print(f"leadership moved {moved_after:.2f}s after kill -9 (lease {LEASE_S}s, retry {RETRY_S}s)")
-            assert f.cluster.holder() == scaler_state(new)["leader_election"]["identity"]
             # Last renewal <= one retry before the kill, seen <= one retry later, acquired on the
             # next round after lease_duration: within lease_duration + 2 retry periods (+ polling).
             assert moved_after <= LEASE_S + 2 * RETRY_S + 0.5 * SLOWDOWN, f"leadership moved after {moved_after:.2f}s"
