@@ -61,3 +61,25 @@ function(tidegate_add_gtest target)
     set_tests_properties(${_names} PROPERTIES ${ARG_PROPERTIES})
   endif()
 endfunction()
+
+# Tests that assert how long something took (a deadline fired within its bound, a lease moved
+# within lease + retries, a down dependency answered fast) measure the code only when nothing
+# else competes for the CPU: under `ctest -j` on a 2-core box a neighbour's build-sized burst
+# can add seconds. They run alone (RUN_SERIAL) and carry the label `timed`, so
+# `ctest -L timed` reruns just them.
+#
+#   tidegate_timed_tests(<ctest name>...)   (in the directory that added the tests)
+function(tidegate_timed_tests)
+  set_tests_properties(${ARGN} PROPERTIES RUN_SERIAL TRUE)
+  set_property(TEST ${ARGN} APPEND PROPERTY LABELS timed)
+endfunction()
+
+# tests/ and bench/: each area owns a subfolder with its own CMakeLists.txt, added here.
+macro(tidegate_add_area_folders)
+  file(GLOB _area_children LIST_DIRECTORIES true ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  foreach(_area_child IN LISTS _area_children)
+    if(IS_DIRECTORY ${_area_child} AND EXISTS ${_area_child}/CMakeLists.txt)
+      add_subdirectory(${_area_child})
+    endif()
+  endforeach()
+endmacro()
