@@ -48,6 +48,18 @@ std::shared_ptr<const CacheConfig> parse(const std::string& yaml, const std::str
   return parse_cache_config(root["cache"], "cache", base_dir);
 }
 
+// `yaml` is refused with a ConfigError naming `key` at `line`, whose text contains `says`.
+void expect_refused(const std::string& yaml, const char* key, int line, const char* says = "") {
+  try {
+    parse(yaml);
+    ADD_FAILURE() << "no error for " << yaml;
+  } catch (const tidegate::ConfigError& e) {
+    EXPECT_EQ(e.key(), key) << yaml << " -> " << e.what();
+    EXPECT_EQ(e.line(), line) << yaml << " -> " << e.what();
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
 // The ConfigError's text for `yaml`, or "" when it parses.
 std::string error_of(const std::string& yaml, const std::string& base_dir = {}, std::string* key = nullptr,
                      int* line = nullptr) {
@@ -156,15 +168,7 @@ TEST(CacheConfig, ErrorsNameKeyAndLine) {
       {"cache:\n  index:\n    type: hnsw\n    storage: int8\n", "cache.index.storage", 4},
       {"cache:\n  embedder:\n    type: minilm\n    intra_op_threads: 0\n", "cache.embedder.intra_op_threads", 4},
   };
-  for (const auto& c : cases) {
-    try {
-      parse(c.yaml);
-      ADD_FAILURE() << "no error for " << c.yaml;
-    } catch (const tidegate::ConfigError& e) {
-      EXPECT_EQ(e.key(), c.key) << c.yaml << " -> " << e.what();
-      EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
-    }
-  }
+  for (const auto& c : cases) expect_refused(c.yaml, c.key, c.line);
 }
 
 TEST(CacheConfig, IndexStorage) {
@@ -321,16 +325,7 @@ TEST(CacheConfig, VerifierErrorsNameKeyAndLine) {
       {"cache:\n  verifier: {dir: " + dir + "}\n  models:\n    m:\n      max_false_hit_rate: 0.0001\n",
        "cache.models.m.max_false_hit_rate", 5, "calibration"},
   };
-  for (const auto& c : cases) {
-    try {
-      parse(c.yaml);
-      ADD_FAILURE() << "no error for " << c.yaml;
-    } catch (const tidegate::ConfigError& e) {
-      EXPECT_EQ(e.key(), c.key) << c.yaml << " -> " << e.what();
-      EXPECT_EQ(e.line(), c.line) << c.yaml << " -> " << e.what();
-      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
-    }
-  }
+  for (const auto& c : cases) expect_refused(c.yaml, c.key, c.line, c.says);
   // Too many wrong rows among the best scores: no threshold meets 1%.
   const auto noisy = make_calibration("calib-noisy", 300, 300, 60).string();
   const auto err = error_of("cache:\n  max_false_hit_rate: 0.01\n  verifier: {dir: " + noisy + "}\n");

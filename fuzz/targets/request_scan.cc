@@ -26,24 +26,6 @@ namespace json = boost::json;
 
 namespace {
 
-struct Slot {
-  const char* key;
-  JsonMember RequestFacts::*member;
-};
-constexpr Slot kSlots[] = {
-    {"model", &RequestFacts::model},
-    {"messages", &RequestFacts::messages},
-    {"prompt", &RequestFacts::prompt},
-    {"input", &RequestFacts::input},
-    {"stream", &RequestFacts::stream},
-    {"stream_options", &RequestFacts::stream_options},
-    {"max_tokens", &RequestFacts::max_tokens},
-    {"max_completion_tokens", &RequestFacts::max_completion_tokens},
-    {"temperature", &RequestFacts::temperature},
-    {"n", &RequestFacts::n},
-    {"user", &RequestFacts::user},
-};
-
 JsonKind kind_of(const json::value& v) {
   switch (v.kind()) {
     case json::kind::null: return JsonKind::kNull;
@@ -159,7 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (f.is_object) {
       const auto& o = v.get_object();
       FUZZ_CHECK(f.object_end < body.size() && body[f.object_end] == '}', "object_end is not the closing brace", body);
-      for (const auto& s : kSlots) compare(f.*(s.member), o.if_contains(s.key), body, s.key);
+      for (const auto& s : kRequestFactSlots) compare(f.*(s.member), o.if_contains(s.key), body, s.key.data());
       const auto* so = o.if_contains("stream_options");
       const json::value* iu = so && so->is_object() ? so->get_object().if_contains("include_usage") : nullptr;
       if (so && so->is_object()) FUZZ_CHECK(f.stream_options.size >= so->get_object().size(), "stream_options size", body);

@@ -20,20 +20,7 @@ class RequestScanner {
 
  private:
   JsonMember* slot(const JsonString& key, RequestFacts& f) {
-    static constexpr std::pair<std::string_view, JsonMember RequestFacts::*> kSlots[] = {
-        {"model", &RequestFacts::model},
-        {"messages", &RequestFacts::messages},
-        {"prompt", &RequestFacts::prompt},
-        {"input", &RequestFacts::input},
-        {"stream", &RequestFacts::stream},
-        {"stream_options", &RequestFacts::stream_options},
-        {"max_tokens", &RequestFacts::max_tokens},
-        {"max_completion_tokens", &RequestFacts::max_completion_tokens},
-        {"temperature", &RequestFacts::temperature},
-        {"n", &RequestFacts::n},
-        {"user", &RequestFacts::user},
-    };
-    for (const auto& [name, field] : kSlots)
+    for (const auto& [name, field] : kRequestFactSlots)
       if (JsonScanner::key_is(key, name)) return &(f.*field);
     return nullptr;
   }

@@ -32,6 +32,26 @@ struct RequestFacts {
   JsonMember include_usage;  // stream_options.include_usage, when stream_options is an object
 };
 
+// The top-level keys scan_request records, and where: one table for the scanner and for the
+// fuzz target that checks it against boost::json.
+struct RequestFactSlot {
+  std::string_view key;
+  JsonMember RequestFacts::*member;
+};
+inline constexpr RequestFactSlot kRequestFactSlots[] = {
+    {"model", &RequestFacts::model},
+    {"messages", &RequestFacts::messages},
+    {"prompt", &RequestFacts::prompt},
+    {"input", &RequestFacts::input},
+    {"stream", &RequestFacts::stream},
+    {"stream_options", &RequestFacts::stream_options},
+    {"max_tokens", &RequestFacts::max_tokens},
+    {"max_completion_tokens", &RequestFacts::max_completion_tokens},
+    {"temperature", &RequestFacts::temperature},
+    {"n", &RequestFacts::n},
+    {"user", &RequestFacts::user},
+};
+
 // False when `body` is not valid JSON.
 bool scan_request(std::string_view body, RequestFacts& facts);
 

@@ -13,12 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from app_harness import ADMIN, App, KEYS, sse_events, wait_until  # noqa: E402,F401
 
 
-def scaler_yaml(sim, *, warm=0, min_r=1, max_r=4, startup_ms=0, scale_to_zero=False, stabilisation="2s",
-                tick="250ms", per_replica=4, drain_timeout="20s"):
-    # A random block of ports so that ctest -j2 runs do not fight over the first free one.
-    base = random.randint(30000, 59000)
-    cmd = (f"[{sim}, --port, \"{{port}}\", --model, m, --startup-ms, \"{startup_ms}\", --ttft-ms, \"30\","
-           f" --tpot-ms, \"15\", --max-batch, \"64\", --echo, --threads, \"1\"]")
+def _process_pool_head(cmd, tick, base, warm, drain_timeout):
+    """The start of a scaler section with one pool of model m on the process actuator."""
     return f"""scaler:
   tick: {tick}
   pools:
@@ -31,7 +27,16 @@ def scaler_yaml(sim, *, warm=0, min_r=1, max_r=4, startup_ms=0, scale_to_zero=Fa
         stop_grace: 3s
       lifecycle: {{warm_pool_size: {warm}, startup_timeout: 30s, drain_timeout: {drain_timeout}}}
       signals: {{engine_metrics: true, metrics_path: /metrics, nvml: false}}
-      policy:
+"""
+
+
+def scaler_yaml(sim, *, warm=0, min_r=1, max_r=4, startup_ms=0, scale_to_zero=False, stabilisation="2s",
+                tick="250ms", per_replica=4, drain_timeout="20s"):
+    # A random block of ports so that ctest -j2 runs do not fight over the first free one.
+    base = random.randint(30000, 59000)
+    cmd = (f"[{sim}, --port, \"{{port}}\", --model, m, --startup-ms, \"{startup_ms}\", --ttft-ms, \"30\","
+           f" --tpot-ms, \"15\", --max-batch, \"64\", --echo, --threads, \"1\"]")
+    return _process_pool_head(cmd, tick, base, warm, drain_timeout) + f"""      policy:
         min_replicas: {min_r}
         max_replicas: {max_r}
         scale_to_zero: {"true" if scale_to_zero else "false"}
@@ -49,19 +54,7 @@ def work_yaml(sim, *, min_r=1, max_r=4, startup_ms=1500, prefill_tps=2000, memor
     cmd = (f"[{sim}, --port, \"{{port}}\", --model, m, --startup-ms, \"{startup_ms}\", --prefill-tps,"
            f" \"{prefill_tps}\", --decode-base-ms, \"5\", --max-num-batched-tokens, \"512\", --max-batch, \"64\","
            f" --threads, \"1\"]")
-    return f"""scaler:
-  tick: 250ms
-  pools:
-    - model: m
-      actuator:
-        kind: process
-        command: {cmd}
-        ports: {base}-{base + 199}
-        health_path: /health
-        stop_grace: 3s
-      lifecycle: {{warm_pool_size: 0, startup_timeout: 30s, drain_timeout: 20s}}
-      signals: {{engine_metrics: true, metrics_path: /metrics, nvml: false}}
-      policy:
+    return _process_pool_head(cmd, "250ms", base, 0, "20s") + f"""      policy:
         min_replicas: {min_r}
         max_replicas: {max_r}
         capacity: {{prefill_tokens_per_s: {prefill_tps}, attention_context_tokens: 0, step: 300ms, kv_tokens: ~,

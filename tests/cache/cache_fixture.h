@@ -30,12 +30,17 @@ struct CacheHarness {
                                 std::move(verifier));
   }
 
-  CachePlan plan(const boost::json::object& body, const std::string& tenant = "t1", const std::string& model = "m") {
+  // A request for `model` from `tenant` with `body` (which must outlive the view).
+  static RequestView view(const boost::json::object& body, const std::string& tenant = "t1",
+                          const std::string& model = "m") {
     RequestView v;
     v.model = model;
     v.tenant = tenant;
     v.body = &body;
-    return cache->plan(v);
+    return v;
+  }
+  CachePlan plan(const boost::json::object& body, const std::string& tenant = "t1", const std::string& model = "m") {
+    return cache->plan(view(body, tenant, model));
   }
   LookupResult lookup(const CachePlan& p, std::chrono::milliseconds budget = std::chrono::seconds(5)) {
     std::promise<LookupResult> done;

@@ -121,10 +121,7 @@ TEST(SemanticCache, OnlyCompleteAnswersAreStored) {
 TEST(SemanticCache, NoCacheSkipsReadButStores) {
   CacheHarness h(base_config());
   const auto body = chat_body("What is the capital of France?");
-  RequestView v;
-  v.model = "m";
-  v.tenant = "t1";
-  v.body = &body;
+  auto v = CacheHarness::view(body);
   v.cache_control = "no-cache";
   const auto p = h.cache->plan(v);
   EXPECT_FALSE(p.read);
@@ -211,10 +208,7 @@ TEST(SemanticCache, MetricsAreExported) {
 TEST(SemanticCache, TtlPerRequestAndShutdown) {
   CacheHarness h(base_config());
   const auto body = chat_body("What is the capital of France?");
-  RequestView v;
-  v.model = "m";
-  v.tenant = "t1";
-  v.body = &body;
+  auto v = CacheHarness::view(body);
   v.ttl_override_s = 0.05;
   h.insert_and_wait(h.cache->plan(v), "Paris.");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -89,6 +89,15 @@ std::optional<ApiError> check_model(const json::object& o, const ServerConfig& c
   return std::nullopt;
 }
 
+// Parses a request body into `v`, which must be a JSON object naming this server's model.
+std::optional<ApiError> parse_body(std::string_view body, const ServerConfig& cfg, json::value& v) {
+  boost::system::error_code ec;
+  v = json::parse(json::string_view(body.data(), body.size()), ec);
+  if (ec) return bad("request body is not valid JSON: " + ec.message());
+  if (!v.is_object()) return bad("request body must be a JSON object");
+  return check_model(v.get_object(), cfg);
+}
+
 void append_number(std::string& s, double v) {
   char buf[32];
   auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
@@ -115,12 +124,9 @@ std::string error_body(const ApiError& e) {
 
 std::optional<ApiError> parse_generation(std::string_view body, Api api, const ServerConfig& cfg,
                                          GenerationRequest& out) {
-  boost::system::error_code ec;
-  json::value v = json::parse(json::string_view(body.data(), body.size()), ec);
-  if (ec) return bad("request body is not valid JSON: " + ec.message());
-  if (!v.is_object()) return bad("request body must be a JSON object");
+  json::value v;
+  if (auto e = parse_body(body, cfg, v)) return e;
   const auto& o = v.get_object();
-  if (auto e = check_model(o, cfg)) return e;
   out.api = api;
   if (const auto* s = o.if_contains("stream"); s && !s->is_null()) {
     if (!s->is_bool()) return bad("'stream' must be a boolean", "stream");
@@ -213,12 +219,9 @@ std::string full_response_body(const GenerationRequest& req, const ServerConfig&
 
 std::optional<ApiError> embeddings_body(std::string_view body, const ServerConfig& cfg, std::string& out,
                                         std::int64_t& prompt_tokens) {
-  boost::system::error_code ec;
-  json::value v = json::parse(json::string_view(body.data(), body.size()), ec);
-  if (ec) return bad("request body is not valid JSON: " + ec.message());
-  if (!v.is_object()) return bad("request body must be a JSON object");
+  json::value v;
+  if (auto e = parse_body(body, cfg, v)) return e;
   const auto& o = v.get_object();
-  if (auto e = check_model(o, cfg)) return e;
   const auto* in = o.if_contains("input");
   if (!in) return bad("'input' is required", "input");
   // Each input becomes (text to hash, token count).
