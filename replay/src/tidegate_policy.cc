@@ -49,11 +49,11 @@ void TidegatePolicy::control(const ClusterObservation& obs, bool apply, scaler::
   auto in = to_policy_input(obs);
   const auto c = controller_->counts();
   if (apply && (c.active + c.starting + c.warm + c.draining) > 0) {
-    // As the live scaler builds its input: the controller's counts, with warm-pool refills
-    // not counted as capacity on the way. (Before its first step the controller has not
+    // As the live scaler builds its input: the controller's counts, capacity on the way as
+    // scaler::capacity_on_the_way counts it. (Before its first step the controller has not
     // adopted the running fleet yet: the fleet as observed is the input then.)
     in.active = c.active;
-    in.starting = std::max(0, c.starting - std::max(0, controller_->warm_target() - c.warm));
+    in.starting = scaler::capacity_on_the_way(c, controller_->warm_target());
     in.warm = c.warm;
   }
   last_ = scaler::decide(cfg_.policy, state_, in);

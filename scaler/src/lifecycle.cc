@@ -65,6 +65,7 @@ void PoolController::reconcile(double now, const PoolObservation& obs) {
     if (it != seen.end()) seen.erase(it);
     if (o && !o->exited) {
       r.info.endpoint = o->endpoint;
+      r.info.leaving = o->draining;
       if (o->ready && r.info.state == ReplicaState::kStarting) {
         const double took = now - r.info.created;
         // A wake-up is not a cold start: only new replicas teach the start-up time.
@@ -74,11 +75,14 @@ void PoolController::reconcile(double now, const PoolObservation& obs) {
       }
       continue;
     }
-    // Gone: a crash, an OOM kill, a deleted pod. Its queued requests go elsewhere.
+    // Gone: a crash, an OOM kill, a deleted pod. Its queued requests go elsewhere. One the
+    // leader was draining is the leader's scale-down ending, not a fault.
     const std::string detail = o ? o->detail : "no longer listed by the actuator";
     const bool routed = r.info.state == ReplicaState::kActive || r.info.state == ReplicaState::kDraining;
-    report(now, r.info.id, r.info.state == ReplicaState::kStarting ? "died_starting" : "died", detail);
-    if (r.info.state == ReplicaState::kActive || r.info.state == ReplicaState::kWarm) ++replaced_;
+    if (!r.info.leaving) {
+      report(now, r.info.id, r.info.state == ReplicaState::kStarting ? "died_starting" : "died", detail);
+      if (r.info.state == ReplicaState::kActive || r.info.state == ReplicaState::kWarm) ++replaced_;
+    }
     stop_replica(r, now, routed);
   }
 
@@ -132,10 +136,12 @@ void PoolController::expire(double now) {
       ++replaced_;
       stop_replica(r, now, false);
     } else if (r.info.state == ReplicaState::kDraining) {
-      const bool drained = r.drained && r.drained->load();
+      const bool drained_here = r.drained && r.drained->load();
+      const bool held = held_elsewhere_.count(r.info.id) > 0;
       const bool timed_out = now - r.info.since > config_.drain_timeout_s;
-      if (!drained && !timed_out) continue;
-      if (timed_out && !drained) report(now, r.info.id, "drain_timeout", "in-flight requests did not finish");
+      if (!(drained_here && !held) && !timed_out) continue;
+      if (timed_out && !drained_here) report(now, r.info.id, "drain_timeout", "in-flight requests did not finish");
+      else if (timed_out && held) report(now, r.info.id, "drain_timeout", "another gateway still sends requests to it");
       routing_.remove(model_, r.info.id);
       r.drained.reset();
       if (r.info.drain_to_warm) {
@@ -168,6 +174,23 @@ void PoolController::converge(double now, int desired, const GatewaySignals* gat
   auto warm = of_state(ReplicaState::kWarm);
   std::sort(warm.begin(), warm.end(), oldest_first);
   int n_active = static_cast<int>(active.size());
+
+  // A replica the leader drains (a follower's view) is drained here too: nothing new goes to
+  // it, this gateway's requests there finish, and it waits unrouted until the leader stops it.
+  for (auto it = active.begin(); it != active.end();) {
+    Record& r = **it;
+    if (!r.info.leaving) {
+      ++it;
+      continue;
+    }
+    r.info.drain_to_warm = true;
+    r.drained = std::make_shared<std::atomic<bool>>(false);
+    set_state(r, ReplicaState::kDraining, now);
+    routing_.drain(model_, r.info.id, [flag = r.drained] { flag->store(true); });
+    it = active.erase(it);
+    --n_active;
+  }
+  std::erase_if(warm, [](const Record* r) { return r->info.leaving; });
 
   // Promote: warm replicas take traffic at once (the point of the pool).
   std::size_t promoted = 0;
@@ -309,6 +332,11 @@ void PoolController::shutdown(double now) {
     stop_replica(r, now, routed);
   }
   forget_stopped();
+}
+
+int capacity_on_the_way(const PoolCounts& c, int warm_target) {
+  const int refills = std::max(0, warm_target - c.warm);
+  return std::max(0, c.starting - refills) + std::max(0, c.warm - warm_target);
 }
 
 PoolCounts PoolController::counts() const {

@@ -167,7 +167,13 @@ bool Scaler::acting() const { return !elector_ || elector_->may_actuate(); }
 void Scaler::tick() {
   std::lock_guard lock(tick_mutex_);
   const double t = now();
+  const bool shares = shared_ && acting();
   for (auto& p : pools_) {
+    // What the followers still send to: the leader's drains wait for it.
+    if (shared_)
+      p->controller->set_held_elsewhere(
+          shares ? shared_->held_elsewhere(elector_->identity(), p->config.model, options_.wall_clock())
+                 : std::set<std::string>{});
     try {
       tick_pool(*p, t);
     } catch (const std::exception& e) {
@@ -175,11 +181,30 @@ void Scaler::tick() {
       log::error("scaler.tick_failed", {{"model", p->config.model}, {"error", e.what()}});
     }
   }
-  if (shared_ && acting()) {
+  if (!shared_) return;
+  std::string error;
+  if (shares) {
+    // What the actuators see, with the replicas being drained marked so that followers drain
+    // them too.
     std::map<std::string, PoolObservation> by_model;
-    for (const auto& p : pools_) by_model[p->config.model] = p->fenced->last();
-    std::string error;
+    for (const auto& p : pools_) {
+      auto& obs = by_model[p->config.model] = p->fenced->last();
+      std::set<std::string> draining;
+      for (const auto& r : p->controller->replicas())
+        if (r.state == ReplicaState::kDraining) draining.insert(r.id);
+      for (auto& r : obs.replicas) r.draining = draining.count(r.id) > 0;
+    }
     if (!shared_->write(elector_->identity(), options_.wall_clock(), by_model, &error))
+      log::error("scaler.share_failed", {{"path", shared_->path()}, {"error", error}});
+  } else {
+    // A follower: the leader's replicas it routes or still drains, which the leader must not stop.
+    std::map<std::string, std::vector<std::string>> held;
+    for (const auto& p : pools_) {
+      auto& ids = held[p->config.model];
+      for (const auto& r : p->controller->replicas())
+        if (r.state == ReplicaState::kActive || r.state == ReplicaState::kDraining) ids.push_back(r.id);
+    }
+    if (!shared_->write_held(elector_->identity(), options_.wall_clock(), held, &error))
       log::error("scaler.share_failed", {{"path", shared_->path()}, {"error", error}});
   }
 }
@@ -205,9 +230,7 @@ void Scaler::tick_pool(Pool& p, double t) {
   in.time_of_day_s = utc.tm_hour * 3600.0 + utc.tm_min * 60.0 + utc.tm_sec;
   in.weekday = utc.tm_wday;
   in.active = before.active;
-  // Loads that will refill the warm pool are not capacity for routed traffic.
-  const int refills = std::max(0, p.controller->warm_target() - before.warm);
-  in.starting = std::max(0, before.starting - refills);
+  in.starting = capacity_on_the_way(before, p.controller->warm_target());
   in.warm = before.warm;
   in.cold_start_s = p.controller->measured_startup_s();
   const bool acts = acting();

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "tidegate/scaler/scaler.h"
@@ -73,10 +74,18 @@ class Routes final : public RoutingTarget, public SignalSource {
  public:
   std::set<std::string> routed;
   std::size_t demand = 0;
+  // With hold_drains, a drained replica keeps this gateway's requests until finish_drains().
+  bool hold_drains = false;
+  std::map<std::string, std::function<void()>> draining;
   void activate(const std::string&, const std::string& id, const Endpoint&) override { routed.insert(id); }
   void drain(const std::string&, const std::string& id, std::function<void()> done) override {
     routed.erase(id);
-    done();
+    if (hold_drains) draining[id] = std::move(done);
+    else done();
+  }
+  void finish_drains() {
+    for (auto& [_, done] : draining) done();
+    draining.clear();
   }
   void remove(const std::string&, const std::string& id) override { routed.erase(id); }
   GatewaySignals sample(const std::string&) const override {
@@ -212,6 +221,58 @@ TEST_F(ScalerElectionTest, WithAFileLockTheFollowerRoutesTheLeadersProcessesThro
   b.scaler->tick();
   EXPECT_TRUE(b.routes.routed.empty()) << "a stale view routes nothing";
   std::filesystem::remove(lock.string() + ".replicas.json");
+}
+
+// kind file, scale-down: the follower drains what the leader drains, and the leader stops a
+// replica only once the follower's requests there have finished (or the follower is gone), so
+// that a scale-down never cuts another gateway's streams.
+struct FileLockScaleDown : ScalerElectionTest {
+  std::filesystem::path lock;
+  void SetUp() override {
+    lock = std::filesystem::temp_directory_path() / ("tidegate-drain-" + std::to_string(::getpid()));
+    std::string text = kConfig;
+    text.replace(text.find("{kind: kubernetes, lease_name: gw,"), 34, "{kind: file, lock_file: \"" + lock.string() + "\",");
+    build(text, true);
+    a.routes.demand = b.routes.demand = 25;  // 3 replicas
+    tick(8);
+    ASSERT_EQ(fleet.replicas.size(), 3u);
+    ASSERT_EQ(b.routes.routed.size(), 3u);
+    b.routes.hold_drains = true;  // the follower has streams on every replica
+    a.routes.demand = b.routes.demand = 5;  // 1 replica
+    tick(6);
+  }
+  void TearDown() override {
+    for (const auto& f : std::filesystem::directory_iterator(lock.parent_path()))
+      if (f.path().filename().string().rfind(lock.filename().string(), 0) == 0) std::filesystem::remove(f.path());
+  }
+  bool died_reported(Gateway& g) {
+    for (const auto& e : g.scaler->admin_state().at("pools").at(0).at("faults").as_array())
+      if (e.at("kind") == "died") return true;
+    return false;
+  }
+};
+
+TEST_F(FileLockScaleDown, TheLeaderStopsAReplicaOnlyOnceTheFollowerHasFinishedThere) {
+  EXPECT_EQ(a.routes.routed.size(), 1u) << "the leader drained two";
+  EXPECT_EQ(b.routes.routed.size(), 1u) << "the follower sends nothing new to the two the leader drains";
+  EXPECT_EQ(b.routes.draining.size(), 2u);
+  EXPECT_EQ(fleet.replicas.size(), 3u) << "stopped while the follower still had requests there";
+  EXPECT_EQ(a.stops, 0);
+
+  b.routes.finish_drains();
+  tick(4);
+  EXPECT_EQ(fleet.replicas.size(), 1u);
+  EXPECT_EQ(a.stops, 2);
+  EXPECT_EQ(b.routes.routed.size(), 1u);
+  EXPECT_FALSE(died_reported(b)) << "the leader's scale-down is not a fault on the follower";
+}
+
+TEST_F(FileLockScaleDown, AFollowerThatStopsPublishingHoldsNothing) {
+  ASSERT_EQ(fleet.replicas.size(), 3u);
+  now += 4;  // b hangs: its list goes stale (3 s)
+  for (int i = 0; i < 2; ++i, now += 0.5) a.scaler->tick();
+  EXPECT_EQ(fleet.replicas.size(), 1u);
+  EXPECT_EQ(a.stops, 2);
 }
 
 }  // namespace

@@ -116,6 +116,29 @@ TEST_F(ScalerTest, TickDecidesActsAndExports) {
   EXPECT_EQ(last.at("signals").as_array().at(0).at("signal").as_string(), "concurrency");
 }
 
+// A replica started for demand that is ready by the next tick is capacity on its way: a dip in
+// that tick is held by the scale-down stabilisation like any other, not answered by stopping
+// the replica just started (the surplus path did: a start thrown away, and in a shared fleet
+// the streams other gateways had already sent there were cut).
+TEST_F(ScalerTest, AStartReadyByTheNextTickIsHeldThroughADip) {
+  std::string text = kConfig;
+  text.replace(text.find("scale_down_stabilization: 0s"), 28,
+               "scale_down_stabilization: 60s\n      stable_window: 0.1s\n      panic_window: 0.1s");
+  auto s = make(text);
+  gw.demand = 15;  // 2 replicas
+  for (int i = 0; i < 3; ++i, now += 0.1) s->tick();
+  ASSERT_EQ(s->counts("m").active, 2);
+  gw.demand = 60;  // a burst: more replicas
+  s->tick();
+  now += 0.5;  // past the demand windows: the next tick sees only the dip
+  const auto asked = s->counts("m");
+  ASSERT_GT(asked.warm + asked.starting, 0) << "a start for the burst";
+  gw.demand = 15;  // and at once a dip
+  for (int i = 0; i < 3; ++i, now += 0.1) s->tick();
+  const auto after = s->counts("m");
+  EXPECT_EQ(after.active, asked.active + asked.warm + asked.starting) << "the replicas started for the burst were stopped";
+}
+
 TEST_F(ScalerTest, ReasonLabelsStayWithinTheBoundedSet) {
   auto s = make();
   for (int i = 0; i < 30; ++i) {
@@ -163,30 +186,31 @@ TEST_F(ScalerTest, ThreadTicksUntilStopped) {
 TEST_F(ScalerTest, DecisionsCarryWallClockTimesAndHoldsCollapse) {
   auto s = make();
   gw.demand = 25;
-  s->tick();  // up to 3 (from zero) ...
-  now += 1, s->tick();  // ... and up again while they are still warm: promoted now
+  s->tick();  // up to 3 (from zero); ready by the end of the tick ...
+  now += 1, s->tick();  // ... so the next tick holds them as capacity on its way and promotes them
   for (int i = 0; i < 299; ++i) now += 1, s->tick();  // five minutes of the same hold
   auto pool = s->admin_state().at("pools").as_array()[0].as_object();
   auto decisions = pool.at("decisions").as_array();
   // Newest first: the target-tracking hold, the panic hold before it (the panic window lasts a
-  // minute), and the two ups.
+  // minute), the hold that promoted the three, and the up.
   ASSERT_EQ(decisions.size(), 4u) << json::serialize(decisions);
   const auto& hold = decisions[0].as_object();
   EXPECT_EQ(hold.at("direction").as_string(), "hold");
   EXPECT_EQ(hold.at("reason_code").as_string(), "target_tracking");
-  EXPECT_EQ(hold.at("count").as_uint64(), 240u);
-  EXPECT_DOUBLE_EQ(hold.at("first_t").as_double(), 1700000161);
-  EXPECT_EQ(hold.at("first_time").as_string(), "2023-11-14T22:16:01.000Z");
+  EXPECT_EQ(hold.at("count").as_uint64(), 241u);
+  EXPECT_DOUBLE_EQ(hold.at("first_t").as_double(), 1700000160);
+  EXPECT_EQ(hold.at("first_time").as_string(), "2023-11-14T22:16:00.000Z");
   EXPECT_DOUBLE_EQ(hold.at("t").as_double(), 1700000400);
   EXPECT_EQ(hold.at("time").as_string(), "2023-11-14T22:20:00.000Z");
   EXPECT_DOUBLE_EQ(hold.at("t_monotonic").as_double(), 400) << "the clock replica `since` times are on";
   EXPECT_EQ(decisions[1].at("reason_code").as_string(), "panic");
-  EXPECT_EQ(decisions[1].at("count").as_uint64(), 59u);
+  EXPECT_EQ(decisions[1].at("count").as_uint64(), 58u);
+  EXPECT_EQ(decisions[2].at("direction").as_string(), "hold");
   const auto& up = decisions[3].as_object();
   EXPECT_EQ(up.at("direction").as_string(), "up");
   EXPECT_EQ(up.at("time").as_string(), "2023-11-14T22:15:00.000Z");
   EXPECT_EQ(up.at("count").as_uint64(), 1u);
-  EXPECT_EQ(pool.at("changes").as_array().size(), 2u);
+  EXPECT_EQ(pool.at("changes").as_array().size(), 1u);
   EXPECT_FALSE(pool.at("replicas").as_array()[0].at("since_time").as_string().empty());
   EXPECT_EQ(s->admin_state().at("now").at("time").as_string(), "2023-11-14T22:20:00.000Z");
 }

@@ -298,6 +298,67 @@ def test_leader_file_lock(env):
         assert runners == {old.proc.pid, new.proc.pid}, runners
 
 
+def test_leader_file_lock_scale_down_keeps_follower_streams(env):
+    """kind: file, scale-down: the holder drains replicas that the followers are streaming from.
+    The followers drain them too (nothing new goes there) and the holder stops them only once
+    those streams have ended, so that no follower's stream is cut by another gateway's
+    scale-down."""
+    from scaler_app import scaler_yaml as process_scaler_yaml
+    lock_dir = tempfile.mkdtemp(prefix="tidegate-lock-")
+    text = process_scaler_yaml(env.sim, min_r=1, max_r=4, per_replica=4, stabilisation="1s")
+    text = text.replace("  pools:\n", f"  leader_election: {{kind: file, lock_file: \"{lock_dir}/scaler.lock\","
+                                      f" retry_period: 250ms}}\n  pools:\n", 1)
+    # Without the engines' counts the holder sizes on its own gateway's demand alone: once its
+    # load ends it drains every replica but one, and every one of them carries follower streams.
+    text = text.replace("engine_metrics: true", "engine_metrics: false", 1)
+    with contextlib.ExitStack() as stack:
+        gws = []
+        for _ in range(3):
+            gw = Gateway(env.tidegate, model_yaml(), top=keys_yaml() + text, timeouts="total: 60s, first_byte: 40s")
+            stack.callback(gw.close)
+            gws.append(gw)
+
+        def leader():
+            states = {g: scaler_state(g)["leader_election"] for g in gws}
+            leaders = [g for g, s in states.items() if s["role"] == "leader"]
+            ok = len(leaders) == 1 and all(s["holder"] == states[leaders[0]]["identity"] for s in states.values())
+            return leaders[0] if ok else None
+
+        def counts(g):
+            return scaler_state(g)["pools"][0]["counts"]
+
+        holder = wait_until(leader, timeout=10, interval=0.1, what="one lock holder every gateway names")
+        followers = [g for g in gws if g is not holder]
+        for g in gws:
+            wait_until(lambda g=g: counts(g)["active"] >= 1, timeout=20, what="every gateway routes the first replica")
+        # 12 streams at 4 per replica through the holder: it runs 3 replicas, every gateway routes them.
+        short = [Load(holder, 12, max_tokens=150, deadline_s=40)]
+        try:
+            wait_until(lambda: sim_children([holder.proc.pid])[holder.proc.pid] >= 3, timeout=20, what="3 replicas")
+            for g in gws:
+                wait_until(lambda g=g: counts(g)["active"] >= 3, timeout=10, what="every gateway routes 3 replicas")
+            # Long streams (600 tokens at 15 ms: 9 s) from the followers only, over every replica.
+            long = [Load(g, 6, max_tokens=600, per_client=1, deadline_s=50) for g in followers]
+            time.sleep(1.0)
+        finally:
+            for load in short:
+                load.stop()
+        # The short load has ended: the holder scales down while the long streams still run.
+        drained_during = wait_until(lambda: counts(holder)["draining"] >= 1 and counts(holder), timeout=8,
+                                    interval=0.1, what="the holder draining a replica while the followers stream")
+        wait_until(lambda: any(counts(g)["draining"] >= 1 for g in followers), timeout=3, interval=0.1,
+                   what="a follower draining it too")
+        for load in long:
+            load.stop(timeout=40)
+        failed = [f for load in long for f in load.failed]
+        assert not failed, f"follower streams cut by the holder's scale-down: {failed[:3]} (holder {drained_during})"
+        assert sum(load.ok for load in long) == 12
+        wait_until(lambda: sim_children([holder.proc.pid])[holder.proc.pid] == 1, timeout=20,
+                   what="the holder down to 1 replica once the streams ended")
+        faults = [f["kind"] for g in gws for f in scaler_state(g)["pools"][0]["faults"]]
+        assert "died" not in faults and "drain_timeout" not in faults, faults
+
+
 def test_leader_bad_config(env):
     """Bad leader_election settings stop the gateway at start with the key (and line) named."""
     from scaler_app import scaler_yaml as process_scaler_yaml

@@ -18,6 +18,9 @@ struct ObservedReplica {
   bool ready = false;   // health endpoint answers 200 / EndpointSlice condition ready
   bool exited = false;  // the process died / the pod is terminating or gone
   std::string detail;   // why it exited, for the report
+  // Only in a leader's published view (file-lock election): the leader is draining it, so a
+  // follower routes nothing new to it and lets its own requests there finish.
+  bool draining = false;
 };
 
 struct PoolObservation {

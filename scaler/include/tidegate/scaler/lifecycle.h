@@ -46,6 +46,7 @@ struct ReplicaInfo {
   bool drain_to_warm = false; // demotion: back to the warm pool once drained
   bool waking = false;        // starting again from standby (not a new replica)
   double unhealthy_since = -1; // gateway reports it unhealthy since (active only)
+  bool leaving = false;       // a follower's view: the leader is draining it (never routed again here)
 };
 
 // Faults and notable transitions, kept for GET /admin/scaler.
@@ -59,6 +60,13 @@ struct PoolEvent {
 struct PoolCounts {
   int starting = 0, warm = 0, active = 0, draining = 0, standby = 0;
 };
+
+// What the policy counts as capacity on its way to routed traffic: starts, less those that only
+// refill the warm pool, plus ready replicas beyond the warm pool. A start asked for demand that
+// became ready between two ticks is such capacity, not a spare: counted, the scale-down
+// stabilisation holds it through a dip of the next tick, where the surplus path would stop
+// the replica it had just started. The live scaler and the replay both build their input so.
+int capacity_on_the_way(const PoolCounts& counts, int warm_target);
 
 class PoolController final {
  public:
@@ -88,6 +96,10 @@ class PoolController final {
   void set_max_replicas(int n) { config_.max_replicas = n; }
   // The warm pool the last step kept: warm_pool_size, or less where max_replicas leaves less.
   int warm_target() const { return warm_target_; }
+  // Replicas other gateways still send requests to (their ids here), as the next steps should
+  // see them: a drain here is not finished while another gateway holds the replica, so that
+  // stopping it cannot cut their streams. The drain timeout still bounds the wait.
+  void set_held_elsewhere(std::set<std::string> ids) { held_elsewhere_ = std::move(ids); }
 
  private:
   struct Record {
@@ -117,6 +129,7 @@ class PoolController final {
   std::uint64_t replaced_ = 0;
   std::optional<double> startup_s_;
   int warm_target_ = 0;
+  std::set<std::string> held_elsewhere_;
 };
 
 }  // namespace tidegate::scaler
