@@ -3,6 +3,7 @@
 
 #include "accounting_impl.h"
 #include "tidegate/common/log.h"
+#include "tidegate/common/openai_error.h"
 
 namespace tidegate::cost {
 namespace {
@@ -10,11 +11,7 @@ const StateRates kFree{};
 }
 
 std::string budget_error_body(const BudgetDecision& decision) {
-  return boost::json::serialize(boost::json::object{{"error",
-                                                     {{"message", decision.message},
-                                                      {"type", "insufficient_quota"},
-                                                      {"param", nullptr},
-                                                      {"code", "budget_exceeded"}}}});
+  return common::openai_error_body(decision.message, "insufficient_quota", "budget_exceeded");
 }
 
 std::unique_ptr<CostAccounting> make_cost_accounting(std::shared_ptr<const CostConfig> config,
