@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -178,6 +179,47 @@ TEST(K8sManifests, ReplicatedGatewayHasItsLeaseRbacPdbAndRedis) {
       if (kind != "Namespace" && kind != "Kustomization") {
         EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(), "tidegate") << kind;
       }
+}
+
+// A removed model-server pod leaves the EndpointSlices at once, but the requests already on it
+// came from every gateway: SIGTERM waits for them (engine-drain.py, from the kustomization's
+// ConfigMap), within a bound the grace period leaves room for.
+TEST(K8sManifests, ModelServersWaitForEveryGatewaysRequestsBeforeSigterm) {
+  const auto m = load();
+  int model_servers = 0;
+  for (const auto& d : m.by_kind.at("Deployment")) {
+    const auto pod = d["spec"]["template"]["spec"];
+    const auto c = pod["containers"][0];
+    if (!c["resources"]["limits"]["nvidia.com/gpu"]) continue;
+    ++model_servers;
+    const auto name = d["metadata"]["name"].as<std::string>();
+    const auto cmd = c["lifecycle"]["preStop"]["exec"]["command"];
+    ASSERT_TRUE(cmd && cmd.IsSequence()) << name << ": no preStop command";
+    std::vector<std::string> args;
+    for (const auto& a : cmd) args.push_back(a.as<std::string>());
+    EXPECT_NE(std::find(args.begin(), args.end(), "/etc/tidegate/engine-drain.py"), args.end()) << name;
+    const auto wait = std::find(args.begin(), args.end(), "--max-wait");
+    ASSERT_NE(wait, args.end()) << name;
+    ASSERT_NE(wait + 1, args.end()) << name;
+    const double max_wait = std::stod(*(wait + 1));
+    EXPECT_GE(pod["terminationGracePeriodSeconds"].as<double>(), max_wait + 5) << name << ": the kubelet would cut the wait";
+    bool mounted = false;
+    for (const auto& vm : c["volumeMounts"])
+      if (vm["mountPath"].as<std::string>() == "/etc/tidegate")
+        for (const auto& v : pod["volumes"])
+          mounted |= v["name"].as<std::string>() == vm["name"].as<std::string>() && v["configMap"] &&
+                     v["configMap"]["name"].as<std::string>() == "engine-drain";
+    EXPECT_TRUE(mounted) << name << ": /etc/tidegate is not the engine-drain ConfigMap";
+  }
+  EXPECT_EQ(model_servers, 2);
+  bool generated = false;
+  for (const auto& k : m.by_kind.at("Kustomization"))
+    for (const auto& g : k["configMapGenerator"])
+      if (g["name"].as<std::string>() == "engine-drain")
+        for (const auto& f : g["files"])
+          generated |= f.as<std::string>() == "engine-drain.py" &&
+                       fs::exists(fs::path(TIDEGATE_SOURCE_ROOT) / "configs" / "k8s" / "engine-drain.py");
+  EXPECT_TRUE(generated) << "kustomization.yaml does not make the engine-drain ConfigMap from engine-drain.py";
 }
 
 }  // namespace
