@@ -147,6 +147,12 @@ struct ScalerElectionTest : ::testing::Test {
                                             &gw->routes, &gw->registry, o);
     }
   }
+  // Both gateways with `leader_election: {kind: file}` on `lock`, each with its own processes.
+  void build_file_lock(const std::filesystem::path& lock) {
+    std::string text = kConfig;
+    text.replace(text.find("{kind: kubernetes, lease_name: gw,"), 34, "{kind: file, lock_file: \"" + lock.string() + "\",");
+    build(text, true);
+  }
   void tick(int n) {
     for (int i = 0; i < n; ++i, now += 0.5) {
       a.scaler->tick();
@@ -203,9 +209,7 @@ TEST_F(ScalerElectionTest, WithAFileLockTheFollowerRoutesTheLeadersProcessesThro
   const auto lock = std::filesystem::temp_directory_path() / ("tidegate-election-" + std::to_string(::getpid()));
   a.scaler.reset();
   b.scaler.reset();
-  std::string text = kConfig;
-  text.replace(text.find("{kind: kubernetes, lease_name: gw,"), 34, "{kind: file, lock_file: \"" + lock.string() + "\",");
-  build(text, true);
+  build_file_lock(lock);
   a.routes.demand = b.routes.demand = 25;  // 3 replicas
   tick(8);
   EXPECT_EQ(fleet.replicas.size(), 3u);
@@ -230,9 +234,7 @@ struct FileLockScaleDown : ScalerElectionTest {
   std::filesystem::path lock;
   void SetUp() override {
     lock = std::filesystem::temp_directory_path() / ("tidegate-drain-" + std::to_string(::getpid()));
-    std::string text = kConfig;
-    text.replace(text.find("{kind: kubernetes, lease_name: gw,"), 34, "{kind: file, lock_file: \"" + lock.string() + "\",");
-    build(text, true);
+    build_file_lock(lock);
     a.routes.demand = b.routes.demand = 25;  // 3 replicas
     tick(8);
     ASSERT_EQ(fleet.replicas.size(), 3u);
