@@ -248,7 +248,8 @@ struct FileLockScaleDown : ScalerElectionTest {
       if (f.path().filename().string().rfind(lock.filename().string(), 0) == 0) std::filesystem::remove(f.path());
   }
   bool died_reported(Gateway& g) {
-    for (const auto& e : g.scaler->admin_state().at("pools").at(0).at("faults").as_array())
+    const auto state = g.scaler->admin_state();  // kept: the loop reads into it
+    for (const auto& e : state.at("pools").at(0).at("faults").as_array())
       if (e.at("kind") == "died") return true;
     return false;
   }
