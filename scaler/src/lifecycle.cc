@@ -138,10 +138,11 @@ void PoolController::expire(double now) {
     } else if (r.info.state == ReplicaState::kDraining) {
       const bool drained_here = r.drained && r.drained->load();
       const bool held = held_elsewhere_.count(r.info.id) > 0;
-      const bool timed_out = now - r.info.since > config_.drain_timeout_s;
-      if (!(drained_here && !held) && !timed_out) continue;
-      if (timed_out && !drained_here) report(now, r.info.id, "drain_timeout", "in-flight requests did not finish");
-      else if (timed_out && held) report(now, r.info.id, "drain_timeout", "another gateway still sends requests to it");
+      if (!drained_here || held) {
+        if (now - r.info.since <= config_.drain_timeout_s) continue;
+        report(now, r.info.id, "drain_timeout",
+               drained_here ? "another gateway still sends requests to it" : "in-flight requests did not finish");
+      }
       routing_.remove(model_, r.info.id);
       r.drained.reset();
       if (r.info.drain_to_warm) {

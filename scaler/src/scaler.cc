@@ -168,12 +168,11 @@ void Scaler::tick() {
   std::lock_guard lock(tick_mutex_);
   const double t = now();
   const bool shares = shared_ && acting();
+  // What the followers still send to: the leader's drains wait for it.
+  auto held_elsewhere = shares ? shared_->held_elsewhere(elector_->identity(), options_.wall_clock())
+                               : std::map<std::string, std::set<std::string>>{};
   for (auto& p : pools_) {
-    // What the followers still send to: the leader's drains wait for it.
-    if (shared_)
-      p->controller->set_held_elsewhere(
-          shares ? shared_->held_elsewhere(elector_->identity(), p->config.model, options_.wall_clock())
-                 : std::set<std::string>{});
+    if (shared_) p->controller->set_held_elsewhere(std::move(held_elsewhere[p->config.model]));
     try {
       tick_pool(*p, t);
     } catch (const std::exception& e) {

@@ -86,9 +86,9 @@ std::string SharedObservationFile::held_path(const std::string& identity) const 
   return path_ + ".held-by." + name;
 }
 
-std::set<std::string> SharedObservationFile::held_elsewhere(const std::string& writer, const std::string& model,
-                                                            double now) const {
-  std::set<std::string> held;
+std::map<std::string, std::set<std::string>> SharedObservationFile::held_elsewhere(const std::string& writer,
+                                                                                   double now) const {
+  std::map<std::string, std::set<std::string>> held;
   const fs::path mine(path_);
   const std::string prefix = mine.filename().string() + ".held-by.";
   const std::string qualifier = writer + "/";
@@ -102,14 +102,19 @@ std::set<std::string> SharedObservationFile::held_elsewhere(const std::string& w
     const auto* t = root ? root->if_contains("t") : nullptr;
     if (!t || !t->is_number()) continue;
     const double age = now - t->to_number<double>();
-    if (age > 10 * max_age_s_) std::filesystem::remove(it->path(), ec);
-    if (age > max_age_s_) continue;
+    if (age > 10 * max_age_s_) {
+      std::error_code gone;  // not `ec`: a file that cannot be removed must not end the scan
+      fs::remove(it->path(), gone);
+    }
     const auto* pools = root->if_contains("pools");
-    const auto* list = pools && pools->is_object() ? pools->as_object().if_contains(model) : nullptr;
-    if (!list || !list->is_array()) continue;
-    for (const auto& id : list->as_array())
-      if (id.is_string() && id.as_string().starts_with(qualifier))
-        held.insert(std::string(id.as_string().subview(qualifier.size())));
+    if (age > max_age_s_ || !pools || !pools->is_object()) continue;
+    for (const auto& [model, list] : pools->as_object()) {
+      if (!list.is_array()) continue;
+      auto& ids = held[std::string(model)];
+      for (const auto& id : list.as_array())
+        if (id.is_string() && id.as_string().starts_with(qualifier))
+          ids.insert(std::string(id.as_string().subview(qualifier.size())));
+    }
   }
   return held;
 }

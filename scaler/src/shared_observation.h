@@ -35,10 +35,10 @@ class SharedObservationFile final {
   // drains, by model. False (with *error) if the file could not be replaced.
   bool write_held(const std::string& identity, double now, const std::map<std::string, std::vector<std::string>>& by_model,
                   std::string* error = nullptr) const;
-  // Leader `writer`: the ids (its own, unqualified) of `model`'s replicas that some follower's
-  // fresh list names. Lists older than max_age are ignored, and removed once ten times older
-  // (their writer has gone).
-  std::set<std::string> held_elsewhere(const std::string& writer, const std::string& model, double now) const;
+  // Leader `writer`: by model, the ids (its own, unqualified) of the replicas that some
+  // follower's fresh list names; every list is read once. Lists older than max_age are ignored,
+  // and removed once ten times older (their writer has gone).
+  std::map<std::string, std::set<std::string>> held_elsewhere(const std::string& writer, double now) const;
 
   const std::string& path() const { return path_; }
 
