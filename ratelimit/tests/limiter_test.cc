@@ -111,7 +111,7 @@ struct SharedPair {
     for (int i = 0; i < 2; ++i) {
       clients[i] = redis::make_client(rc, loop.executor(), nullptr);
       clients[i]->start();
-      totals[i] = make_redis_windows(clients[i], rc, nullptr);
+      totals[i] = make_redis_windows(clients[i], rc, &registries[i]);
       limiters[i] = make_rate_limiter(rules("- {scope: 'tenant:acme', requests_per_minute: 6}"), totals[i], nullptr);
     }
   }
@@ -120,6 +120,12 @@ struct SharedPair {
   }
   bool admit(int i) { return limiters[i]->admit({"k", "acme", "m"}, now()).allowed; }
   bool healthy(int i) { return totals[i]->view("probe", 0).healthy; }
+  // Redis has acknowledged everything this gateway counted.
+  bool acknowledged(int i) {
+    for (const auto& f : registries[i].Collect())
+      if (f.name == "tidegate_shared_state_unacknowledged") return !f.metric.empty() && f.metric[0].gauge.value == 0;
+    return false;
+  }
   // Both connected, and 5 s of the minute left.
   bool ready() {
     if (!started || !eventually([&] { return healthy(0) && healthy(1); })) return false;
@@ -129,6 +135,7 @@ struct SharedPair {
 
   RedisServer server;
   bool started = false;
+  prometheus::Registry registries[2];
   redis::Loop loop;
   std::shared_ptr<redis::Client> clients[2];
   std::shared_ptr<redis::SharedTotals> totals[2];
@@ -159,7 +166,10 @@ TEST(SharedRateLimiter, RedisDownMeansEachGatewayTakesItsShare) {
   ASSERT_TRUE(p.ready());
   ASSERT_TRUE(p.admit(0));
   ASSERT_TRUE(p.admit(1));
-  std::this_thread::sleep_for(100ms);  // both counts read back: 2 of 6 used
+  // Both counts acknowledged (one Redis has not confirmed would count twice below), then read
+  // back by a refresh (20 ms): 2 of 6 used.
+  ASSERT_TRUE(eventually([&] { return p.acknowledged(0) && p.acknowledged(1); }));
+  std::this_thread::sleep_for(60ms);
   p.server.kill(SIGKILL);
   ASSERT_TRUE(eventually([&] { return !p.healthy(0) && !p.healthy(1); }));
   int admitted[2] = {0, 0};

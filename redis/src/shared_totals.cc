@@ -80,6 +80,10 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
                     .Help("Publications of this gateway's totals to Redis by result").Register(*registry);
     published_ok_ = &pub.Add({{"state", options_.name}, {"result", "ok"}});
     published_failed_ = &pub.Add({{"state", options_.name}, {"result", "failed"}});
+    unacknowledged_ = &prometheus::BuildGauge().Name("tidegate_shared_state_unacknowledged")
+                           .Help("This gateway's part of the totals that Redis has not confirmed yet (counted N "
+                                 "times by degraded enforcement)")
+                           .Register(*registry).Add({{"state", options_.name}});
   }
 
   void start() {
@@ -96,6 +100,7 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
     e.own = std::max(e.own, own_total);
     if (e.own <= e.acked) return;
     dirty_.insert(key);
+    note_unacknowledged();
     schedule_flush();
   }
 
@@ -182,7 +187,16 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
       e.fleet = r.reply.elements[i].number(e.fleet.value_or(0));
       if (e.own > e.acked) dirty_.insert(batch[i].first);
     }
+    note_unacknowledged();
     if (ok && !dirty_.empty()) schedule_flush();  // what arrived while this batch was out
+  }
+
+  // Only keys with something unconfirmed contribute, and those are in dirty_ or in flight.
+  void note_unacknowledged() {  // mu_ held
+    if (!unacknowledged_) return;
+    double sum = 0;
+    for (const auto& [_, e] : entries_) sum += std::max(0.0, e.own - e.acked);
+    unacknowledged_->Set(sum);
   }
 
   void tick(std::shared_ptr<asio::steady_timer> timer) {
@@ -298,6 +312,7 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
   prometheus::Gauge* degraded_ = nullptr;
   prometheus::Counter* published_ok_ = nullptr;
   prometheus::Counter* published_failed_ = nullptr;
+  prometheus::Gauge* unacknowledged_ = nullptr;
 };
 
 }  // namespace

@@ -94,8 +94,10 @@ Scaler::Scaler(std::shared_ptr<const ScalerConfig> config, RoutingTarget& routin
     if (elector_) {
       std::function<PoolObservation()> view;
       if (shared_) view = [this, model = pc.model] { return shared_->read(model, options_.wall_clock()); };
-      auto fenced = std::make_unique<FencedActuator>(std::move(pool->actuator),
-                                                     [e = elector_.get()] { return e->may_actuate(); }, view);
+      // Both: the lease can be lost mid-tick (stop there), and won mid-tick, when the tick's
+      // decision was a follower's (ask for every replica, to route them all) and must not act.
+      auto fenced = std::make_unique<FencedActuator>(
+          std::move(pool->actuator), [this, e = elector_.get()] { return tick_acts_ && e->may_actuate(); }, view);
       pool->fenced = fenced.get();
       pool->actuator = std::move(fenced);
     }
@@ -153,6 +155,7 @@ void Scaler::stop(bool stop_replicas) {
     return;
   }
   std::lock_guard lock(tick_mutex_);
+  tick_acts_ = acting();
   for (auto& p : pools_) {
     p->controller->shutdown(now());
     std::lock_guard state_lock(state_mutex_);
@@ -167,7 +170,8 @@ bool Scaler::acting() const { return !elector_ || elector_->may_actuate(); }
 void Scaler::tick() {
   std::lock_guard lock(tick_mutex_);
   const double t = now();
-  const bool shares = shared_ && acting();
+  tick_acts_ = acting();  // one role per tick, whatever the elector's thread does meanwhile
+  const bool shares = shared_ && tick_acts_;
   // What the followers still send to: the leader's drains wait for it.
   auto held_elsewhere = shares ? shared_->held_elsewhere(elector_->identity(), options_.wall_clock())
                                : std::map<std::string, std::set<std::string>>{};
@@ -232,7 +236,7 @@ void Scaler::tick_pool(Pool& p, double t) {
   in.starting = capacity_on_the_way(before, p.controller->warm_target());
   in.warm = before.warm;
   in.cold_start_s = p.controller->measured_startup_s();
-  const bool acts = acting();
+  const bool acts = tick_acts_;
   in.decided_elsewhere = !acts;
   Decision d = decide(policy, p.policy_state, in);
   if (d.direction != Direction::kHold)

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -40,8 +41,12 @@ class SharedFleetActuator final : public Actuator {
     ++stops_;
     std::erase_if(fleet_.replicas, [&](const ObservedReplica& r) { return r.id == id; });
   }
-  PoolObservation observe() override { return {fleet_.replicas, 0}; }
+  PoolObservation observe() override {
+    if (on_observe) on_observe();
+    return {fleet_.replicas, 0};
+  }
   ActuatorStats stats() const override { return {}; }
+  std::function<void()> on_observe;  // runs inside the scaler's tick, before its starts and stops
 
  private:
   Fleet& fleet_;
@@ -116,6 +121,7 @@ struct Gateway {
   prometheus::Registry registry;
   int starts = 0, stops = 0;
   SwitchElector* elector = nullptr;
+  SharedFleetActuator* actuator = nullptr;
   std::unique_ptr<Scaler> scaler;
 };
 
@@ -136,7 +142,9 @@ struct ScalerElectionTest : ::testing::Test {
       o.clock = [this] { return now; };
       o.wall_clock = [this] { return 1700000000 + now; };
       o.make_actuator = [this, gw, own_fleets](const ModelPoolConfig&) {
-        return std::make_unique<SharedFleetActuator>(own_fleets && gw == &b ? b_own : fleet, gw->starts, gw->stops);
+        auto act = std::make_unique<SharedFleetActuator>(own_fleets && gw == &b ? b_own : fleet, gw->starts, gw->stops);
+        gw->actuator = act.get();
+        return act;
       };
       o.make_elector = [this, gw, name](const LeaderElectionConfig&) {
         auto e = std::make_unique<SwitchElector>(name, holder);
@@ -201,6 +209,31 @@ TEST_F(ScalerElectionTest, AfterATakeoverTheNewLeaderScalesAndTheOldOneNoLonger)
   EXPECT_EQ(a.routes.routed.size(), 2u) << "the old leader follows the new one's fleet";
   EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader_transitions_total{model=\"m\"} 1"), std::string::npos);
   EXPECT_NE(metrics(b.registry).find("tidegate_scaler_leader{model=\"m\"} 1"), std::string::npos);
+}
+
+// The elector's thread can hand the lease over while a tick is running. That tick decided as a
+// follower (a follower asks for every replica it might have to route, to promote them all), so
+// it must not start or stop anything even though the fence opened under it: only the next tick,
+// deciding as the leader, acts. (Seen as a burst of starts to max_replicas, cancelled on the
+// next tick, in multi_gateway.leader_kill9_takeover under ASan.)
+TEST_F(ScalerElectionTest, ALeaseWonMidTickActsFromTheNextTickOn) {
+  a.routes.demand = b.routes.demand = 5;  // one replica's worth
+  tick(4);
+  ASSERT_EQ(fleet.replicas.size(), 1u);
+  ASSERT_EQ(a.starts, 1);
+  b.actuator->on_observe = [this] { holder = "gw-b"; };  // the lease moves during b's tick
+  b.scaler->tick();
+  b.actuator->on_observe = nullptr;
+  EXPECT_EQ(b.starts, 0) << "the tick that decided as a follower started replicas";
+  EXPECT_EQ(fleet.replicas.size(), 1u);
+  tick(6);
+  EXPECT_EQ(fleet.replicas.size(), 1u) << "the new leader keeps the one replica its demand wants";
+  EXPECT_EQ(b.starts + b.stops + a.stops, 0);
+  a.routes.demand = b.routes.demand = 25;  // three replicas' worth: now b acts
+  tick(8);
+  EXPECT_EQ(fleet.replicas.size(), 3u);
+  EXPECT_EQ(b.starts, 2);
+  EXPECT_EQ(a.starts, 1);
 }
 
 // kind file: the replicas are each gateway's own processes; the leader publishes its view next

@@ -98,6 +98,7 @@ class Scaler final {
   std::vector<std::unique_ptr<Pool>> pools_;
 
   std::mutex tick_mutex_;            // one tick at a time (thread vs. a direct call)
+  bool tick_acts_ = false;           // this tick's role, read by the fence (tick_mutex_)
   mutable std::mutex state_mutex_;   // guards the snapshots the admin API reads, and limits
   std::mutex wake_mutex_;
   std::condition_variable wake_;
