@@ -311,5 +311,23 @@ TEST_F(FileLockScaleDown, AFollowerThatStopsPublishingHoldsNothing) {
   EXPECT_EQ(a.stops, 2);
 }
 
+// A follower that is gone for good (its host moved, its identity with it) leaves its list
+// behind: the leader ignores it once stale and removes it once ten times that, so the lock's
+// directory does not fill with the lists of every gateway that ever ran.
+TEST_F(FileLockScaleDown, AListLongStaleIsRemovedAndAFreshOneIsKept) {
+  const auto b_list = lock.string() + ".replicas.json.held-by.gw-b";
+  ASSERT_TRUE(std::filesystem::exists(b_list));
+  now += 20;  // stale (3 s), not yet ten times that
+  a.scaler->tick();
+  EXPECT_TRUE(std::filesystem::exists(b_list));
+  EXPECT_EQ(fleet.replicas.size(), 1u) << "a stale list holds nothing";
+  now += 11;  // 31 s
+  a.scaler->tick();
+  EXPECT_FALSE(std::filesystem::exists(b_list));
+  b.scaler->tick();  // b is back: it writes its list again, and a keeps that one
+  a.scaler->tick();
+  EXPECT_TRUE(std::filesystem::exists(b_list));
+}
+
 }  // namespace
 }  // namespace tidegate::scaler
