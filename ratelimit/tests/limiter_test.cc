@@ -155,7 +155,9 @@ TEST(SharedRateLimiter, TwoGatewaysShareOneLimit) {
   int admitted = 0;
   for (int i = 0; i < 12; ++i) {
     admitted += p.admit(i % 2) ? 1 : 0;
-    std::this_thread::sleep_for(60ms);  // a refresh (20 ms) has read the other's count
+    // Redis has the count, then a refresh (20 ms) reads it back to the other gateway.
+    ASSERT_TRUE(eventually([&] { return p.acknowledged(0) && p.acknowledged(1); }));
+    std::this_thread::sleep_for(60ms);
   }
   EXPECT_EQ(admitted, 6) << "alone, each would have admitted 6";
 }
