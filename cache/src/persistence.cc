@@ -248,11 +248,14 @@ Persistence::Loaded Persistence::load(std::size_t dim) {
       const auto type = r.num<std::uint8_t>();
       if (!header) {
         if (type != kHeader || r.num<std::uint32_t>() != kVersion) throw std::runtime_error("bad snapshot header");
-        first_gen = r.num<std::uint64_t>();
+        const auto gen = r.num<std::uint64_t>();
         // The same bound as the logs': the writer never goes past it (open_log_locked), so
         // whatever this process writes, it reads back (a snapshot at 2^62 + 2 did not: the fuzzer).
-        if (first_gen > kMaxGeneration) throw std::runtime_error("snapshot generation out of range");
+        if (gen > kMaxGeneration) throw std::runtime_error("snapshot generation out of range");
         if (r.num<std::uint32_t>() != dim) throw std::runtime_error("snapshot vector dimension differs");
+        // Only a header that holds decides which logs the snapshot covers: a refused one's
+        // generation skipped every log below it, and the next snapshot then deleted them.
+        first_gen = gen;
         header = true;
       } else if (type == kInsert) {
         auto e = decode_insert(r, dim);
