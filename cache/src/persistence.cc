@@ -254,7 +254,8 @@ Persistence::Loaded Persistence::load(std::size_t dim) {
         if (gen > kMaxGeneration) throw std::runtime_error("snapshot generation out of range");
         if (r.num<std::uint32_t>() != dim) throw std::runtime_error("snapshot vector dimension differs");
         // Only a header that holds decides which logs the snapshot covers: a refused one's
-        // generation skipped every log below it, and the next snapshot then deleted them.
+        // generation skipped every log below it (the fuzzer's K9), and the next snapshot then
+        // deleted them, or, after a wrap, let them back in on the restart after.
         first_gen = gen;
         header = true;
       } else if (type == kInsert) {
