@@ -7,6 +7,7 @@
 
 #include "tidegate/cost/accounting.h"
 #include "tidegate/cost/config.h"
+#include "tidegate/testing/metrics.h"
 
 namespace tidegate::cost::testing {
 
@@ -14,22 +15,7 @@ inline std::shared_ptr<const CostConfig> config_from(const std::string& yaml) {
   return parse_cost_config(YAML::Load(yaml), "cost");
 }
 
-// Sum of every series of a counter or gauge family (optionally only where label == value).
-inline double metric_sum(prometheus::Registry& registry, const std::string& family, const std::string& label = "",
-                         const std::string& value = "") {
-  double sum = 0;
-  for (const auto& f : registry.Collect()) {
-    if (f.name != family) continue;
-    for (const auto& m : f.metric) {
-      bool match = label.empty();
-      for (const auto& l : m.label)
-        if (l.name == label && l.value == value) match = true;
-      if (!match) continue;
-      sum += f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-    }
-  }
-  return sum;
-}
+using tidegate::testing::metric_sum;
 
 // $1 per second when active, so expected costs read as seconds.
 inline const char* kOneDollarPerSecond = R"(

@@ -97,17 +97,16 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
   void publish(const std::string& key, double own_total) override {
     std::lock_guard lock(mu_);
     auto& e = entries_[key];
-    e.own = std::max(e.own, own_total);
+    raise_own(e, own_total);
     if (e.own <= e.acked) return;
     dirty_.insert(key);
-    note_unacknowledged();
     schedule_flush();
   }
 
   TotalsView view(const std::string& key, double own_total) override {
     std::lock_guard lock(mu_);
     auto& e = entries_[key];
-    e.own = std::max(e.own, own_total);
+    raise_own(e, own_total);
     e.watched_until = mono_now() + options_.watch_s;
     return {e.fleet, std::max(0.0, e.own - e.acked), healthy()};
   }
@@ -187,16 +186,20 @@ class RedisTotals final : public SharedTotals, public std::enable_shared_from_th
       e.fleet = r.reply.elements[i].number(e.fleet.value_or(0));
       if (e.own > e.acked) dirty_.insert(batch[i].first);
     }
-    note_unacknowledged();
+    if (ok && unacknowledged_) {  // summed afresh once per batch: no drift from the increments
+      double sum = 0;
+      for (const auto& [_, e] : entries_) sum += std::max(0.0, e.own - e.acked);
+      unacknowledged_->Set(sum);
+    }
     if (ok && !dirty_.empty()) schedule_flush();  // what arrived while this batch was out
   }
 
-  // Only keys with something unconfirmed contribute, and those are in dirty_ or in flight.
-  void note_unacknowledged() {  // mu_ held
-    if (!unacknowledged_) return;
-    double sum = 0;
-    for (const auto& [_, e] : entries_) sum += std::max(0.0, e.own - e.acked);
-    unacknowledged_->Set(sum);
+  // mu_ held. On the request path: the gauge moves by what this key's unacknowledged part did.
+  void raise_own(Entry& e, double own_total) {
+    if (!(own_total > e.own)) return;
+    const double before = std::max(0.0, e.own - e.acked);
+    e.own = own_total;
+    if (unacknowledged_) unacknowledged_->Increment(std::max(0.0, e.own - e.acked) - before);
   }
 
   void tick(std::shared_ptr<asio::steady_timer> timer) {

@@ -3,6 +3,8 @@
 // through, so a follower keeps routing the replicas the leader runs and keeps its policy warm;
 // what changes the fleet (start, stop, park, unpark) is checked against the fence at the
 // moment of the call, not once per tick, so a leader that loses the lease mid-tick stops there.
+// (The Scaler's fence also requires the tick to have decided as the leader: a lease won
+// mid-tick does not turn a follower's decision into starts.)
 #include <functional>
 #include <memory>
 
