@@ -118,6 +118,13 @@ struct SharedPair {
   // Redis has acknowledged everything this gateway counted.
   double unacknowledged(int i) { return testing::metric_sum(registries[i], "tidegate_shared_state_unacknowledged"); }
   bool acknowledged(int i) { return unacknowledged(i) == 0; }
+  // Gateway i has read back, from Redis, a fleet total of `n` requests in this minute.
+  bool fleet_reads(int i, double n) {
+    const auto window = static_cast<long long>(std::floor((now() + totals[i]->clock_offset()) / 60));
+    const auto v = totals[i]->view("tenant:acme/rpm/" + std::to_string(window), 0);
+    return v.fleet && *v.fleet == n;
+  }
+  bool both_read(double n) { return fleet_reads(0, n) && fleet_reads(1, n); }
   // Both connected, and 5 s of the minute left.
   bool ready() {
     if (!started || !eventually([&] { return healthy(0) && healthy(1); })) return false;
@@ -147,9 +154,8 @@ TEST(SharedRateLimiter, TwoGatewaysShareOneLimit) {
   int admitted = 0;
   for (int i = 0; i < 12; ++i) {
     admitted += p.admit(i % 2) ? 1 : 0;
-    // Redis has the count, then a refresh (20 ms) reads it back to the other gateway.
-    ASSERT_TRUE(eventually([&] { return p.acknowledged(0) && p.acknowledged(1); }));
-    std::this_thread::sleep_for(60ms);
+    // Redis has the count, and a refresh has read it back to the other gateway.
+    ASSERT_TRUE(eventually([&] { return p.acknowledged(0) && p.acknowledged(1) && p.both_read(admitted); }));
   }
   EXPECT_EQ(admitted, 6) << "alone, each would have admitted 6";
 }
@@ -160,10 +166,9 @@ TEST(SharedRateLimiter, RedisDownMeansEachGatewayTakesItsShare) {
   ASSERT_TRUE(p.ready());
   ASSERT_TRUE(p.admit(0));
   ASSERT_TRUE(p.admit(1));
-  // Both counts acknowledged (one Redis has not confirmed would count twice below), then read
-  // back by a refresh (20 ms): 2 of 6 used.
-  ASSERT_TRUE(eventually([&] { return p.acknowledged(0) && p.acknowledged(1); }));
-  std::this_thread::sleep_for(60ms);
+  // Both counts acknowledged (one Redis has not confirmed would count twice below) and read
+  // back by both gateways: 2 of 6 used.
+  ASSERT_TRUE(eventually([&] { return p.acknowledged(0) && p.acknowledged(1) && p.both_read(2); }));
   p.server.kill(SIGKILL);
   ASSERT_TRUE(eventually([&] { return !p.healthy(0) && !p.healthy(1); }));
   int admitted[2] = {0, 0};
