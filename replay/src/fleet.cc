@@ -267,6 +267,8 @@ void Fleet::apply(ScaleTarget target, double t) {
 }
 
 void Fleet::close(double t) {
+  for (const auto& r : replicas_)
+    if (r->state == kStarting && !r->promoting) unready_at_close_s_ += (t - r->state_since) * opt_.profile.gpus_per_replica;
   for (std::size_t i = replicas_.size(); i-- > 0;) stop(i, t);
 }
 

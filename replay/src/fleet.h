@@ -47,6 +47,9 @@ class Fleet final {
   void retire_idle_draining(double t);
   // Closes the books at t (all replicas stop).
   void close(double t);
+  // GPU-seconds of the cold starts still in progress when the books closed: capacity paid for
+  // that the trace ended before it could serve (part of gpu_seconds()[kStarting]).
+  double unready_at_close_s() const { return unready_at_close_s_; }
 
   // Primitives for an external lifecycle controller (scaler::PoolController through
   // VirtualPool): every replica it starts lands warm (loaded, unrouted) until activated.
@@ -80,6 +83,7 @@ class Fleet final {
   sim::TimingParams params_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::array<double, kStateCount> gpu_seconds_{};
+  double unready_at_close_s_ = 0;
   sim::PrefixCacheStats stopped_prefix_{};  // of replicas already stopped
   std::size_t scale_events_ = 0;
   int next_id_ = 0;

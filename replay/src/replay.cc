@@ -314,6 +314,7 @@ class Run {
       gpu_seconds += fleet_.gpu_seconds()[i];
     }
     s.gpu_hours = gpu_seconds / 3600;
+    s.gpu_hours_unready_at_end = fleet_.unready_at_close_s() / 3600;
     s.cost_usd = s.gpu_hours * opt_.profile.usd_per_gpu_hour;
     s.mean_replicas = t_end > 0 ? gpu_seconds / opt_.profile.gpus_per_replica / t_end : 0;
     s.max_replicas = fleet_.max_replicas();

@@ -74,6 +74,7 @@ boost::json::object summary_json(const ReplaySummary& s, const ReplayOptions& o)
   j["rejected"] = s.rejected;
   j["duration_s"] = round_to(s.duration_s, 0.001);
   j["gpu_hours"] = round_to(s.gpu_hours, 1e-4);
+  j["gpu_hours_unready_at_end"] = round_to(s.gpu_hours_unready_at_end, 1e-4);
   j["cost_usd"] = round_to(s.cost_usd, 1e-4);
   boost::json::object hours, dollars;
   for (int i = 0; i < kStateCount; ++i) {

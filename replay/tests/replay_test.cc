@@ -129,6 +129,29 @@ TEST(ReplayLoop, ColdStartsAndWarmPromotionsTakeTheirTime) {
   }
 }
 
+TEST(ReplayLoop, ColdStartsTheTraceEndsBeforeAreReportedApart) {
+  const auto trace = synthetic_trace(300, 2, 500, 50);  // ~150 s
+  auto o = small_options();
+  o.profile.cold_start_s = 40;
+  {
+    StepPolicy early(2, 10, 0);  // ready at ~50 s, long before the end
+    const auto r = run_replay(trace, early, o);
+    EXPECT_NEAR(r.summary.gpu_hours_by_state[kStarting] * 3600, 40, 1.0);
+    EXPECT_EQ(r.summary.gpu_hours_unready_at_end, 0);
+  }
+  {
+    const double last = trace.requests.back().arrival_s;
+    StepPolicy late(2, last - 10, 0);  // 40 s to load, the trace ends within about 10
+    const auto r = run_replay(trace, late, o);
+    ASSERT_LT(r.summary.duration_s, last - 10 + 40) << "the test needs the replay to end mid cold start";
+    EXPECT_GT(r.summary.gpu_hours_unready_at_end, 0);
+    // Billed in full (it is part of the starting hours), from its start to the end.
+    EXPECT_NEAR(r.summary.gpu_hours_unready_at_end, r.summary.gpu_hours_by_state[kStarting], 1e-12);
+    EXPECT_NEAR(r.summary.gpu_hours_unready_at_end * 3600, r.summary.duration_s - (last - 10), 1.5);
+    EXPECT_NEAR(r.summary.gpu_hours, r.summary.gpu_hours_by_state[kActive] + r.summary.gpu_hours_by_state[kStarting], 1e-9);
+  }
+}
+
 TEST(ReplayLoop, LiveLifecycleControllerKeepsTheWarmPoolAndLosesNothing) {
   log::set_min_level(log::Level::kWarn);  // the controller logs every transition
   const auto trace = synthetic_trace(900, 6, 1000, 100);

@@ -90,6 +90,10 @@ struct ReplaySummary {
   // GPU-hour equivalents: a standby replica's hour counts as its tier's price fraction.
   std::array<double, kStateCount> gpu_hours_by_state{};
   double gpu_hours = 0;
+  // Of gpu_hours, the cold starts the trace ended before they finished: a trace is a slice of
+  // a stream that goes on, so what a policy started in its last cold start is billed without a
+  // chance to serve. Reported apart so that a comparison can tell that edge from the policy.
+  double gpu_hours_unready_at_end = 0;
   double cost_usd = 0;
   double ttft_slo_attainment = 0;
   double e2e_slo_attainment = 0;
