@@ -21,6 +21,13 @@
 
 namespace tidegate::cache {
 
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The key of a lookup's vector in RecentVectors: the insert after a miss finds it by the same plan.
+inline std::string vector_key(const CachePlan& plan) { return plan.scope_key + '\n' + plan.text; }
+
 // Vectors embedded at lookup, kept briefly so the insert after a miss does not embed again.
 class RecentVectors final {
  public:
