@@ -8,7 +8,7 @@ static fleet meeting the SLO and against the offline optimum; the tuned policy i
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
   bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2]
-                             [--out bench/replay/robustness] [--no-tune]
+                             [--out bench/replay/robustness] [--no-tune] [--render]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
 30/120/180 s at load 1). `dev` rows (original, onoff, spikes) are the ones the policy was
@@ -153,7 +153,9 @@ def verdict(results):
         lines.append(f"- tuned setting on its held-back third: meets the SLO on {held_met} of {len(held)} rows")
     misses = [r for r in ok_rows if not policy_rows(r)["tidegate"]["meets_slo"]]
     dearer = [r for r in met if policy_rows(r)["tidegate"]["gpu_hours_vs_static"] > 1.0 + 1e-9]
-    edge = [r for r in dearer if vs_static_in_time(policy_rows(r)["tidegate"]) <= 1.0 + 1e-9]
+    # The JSON rounds GPU-hours to 1e-4, so two figures that are equal may differ by that much.
+    edge = [r for r in dearer if policy_rows(r)["tidegate"]["gpu_hours"] -
+            policy_rows(r)["tidegate"].get("gpu_hours_unready_at_end", 0.0) <= policy_rows(r)["static"]["gpu_hours"] + 1e-4]
     if dearer:
         lines.append(f"- of the {len(dearer)} rows dearer than static, {len(edge)} are at or below it without the cold "
                      f"starts the trace ended before (`gpu_hours_unready_at_end`)")
@@ -162,8 +164,8 @@ def verdict(results):
             t = policy_rows(r)["tidegate"]
             cut = t.get("gpu_hours_unready_at_end", 0.0)
             lines.append(f"  - {label}: {r['trace']} {r['variant']} seed {r['seed']} load {r['load']} cold {r['cold']}: "
-                         f"{t['ttft_slo_attainment']*100:.2f}%, {t['gpu_hours_vs_static']:.3f}x static" +
-                         (f" ({vs_static_in_time(t):.3f}x without {cut:.3f} GPU-h of cold starts the trace ended before)"
+                         f"{t['ttft_slo_attainment']*100:.2f}%, {t['gpu_hours_vs_static']:.4f}x static" +
+                         (f" ({vs_static_in_time(t):.4f}x without {cut:.3f} GPU-h of cold starts the trace ended before)"
                           if cut > 0 else ""))
     return "\n".join(lines)
 
@@ -221,7 +223,11 @@ def main():
     ap.add_argument("--rows", choices=["dev", "heldout", "all", "fresh", "fresh2"], default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "robustness"))
     ap.add_argument("--no-tune", action="store_true")
+    ap.add_argument("--render", action="store_true", help="rewrite table.md and ratios.svg from OUT/rows.jsonl")
     args = ap.parse_args()
+    if args.render:
+        with open(os.path.join(args.out, "rows.jsonl")) as f:
+            return write_report([json.loads(line) for line in f], args.out)
     if not all(os.path.exists(p) for p, _ in TRACES.values()):
         print(f"robustness: shared traces not found under {DATA}, skipped")
         return 0
@@ -237,10 +243,14 @@ def main():
     with open(os.path.join(args.out, "rows.jsonl"), "w") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
+    return write_report(results, args.out)
+
+
+def write_report(results, out):
     text = "### Verdict\n\n" + verdict(results) + "\n\n### Rows\n\n" + table(results) + "\n"
-    with open(os.path.join(args.out, "table.md"), "w") as f:
+    with open(os.path.join(out, "table.md"), "w") as f:
         f.write(text)
-    svg(results, os.path.join(args.out, "ratios.svg"))
+    svg(results, os.path.join(out, "ratios.svg"))
     print(text)
     return 0
 
