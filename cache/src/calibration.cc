@@ -155,4 +155,70 @@ std::vector<CalibrationRow> read_calibration_rows(const std::string& path, std::
   return rows;
 }
 
+std::array<double, 3> fit_combiner(const std::vector<CombinerSample>& samples) {
+  std::array<double, 3> w = {0, 0, 1};
+  if (samples.size() < 10) return w;
+  std::vector<std::array<double, 3>> x;
+  std::vector<double> y;
+  x.reserve(samples.size());
+  y.reserve(samples.size());
+  for (const auto& s : samples) {
+    const double p = std::clamp(s.probability, 1e-7, 1 - 1e-7);
+    x.push_back({1.0, s.cosine, std::log(p / (1 - p))});
+    y.push_back(s.right ? 1.0 : 0.0);
+  }
+  constexpr double kRidge = 1e-3;
+  // Penalised negative log-likelihood; log(1 + e^z) written so that it neither overflows nor
+  // loses the small values.
+  auto loss = [&](const std::array<double, 3>& v) {
+    double l = kRidge / 2 * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    for (std::size_t r = 0; r < x.size(); ++r) {
+      const double z = v[0] * x[r][0] + v[1] * x[r][1] + v[2] * x[r][2];
+      l += (z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z))) - y[r] * z;
+    }
+    return l;
+  };
+  auto det3 = [](const double m[3][3]) {
+    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+  };
+  double current = loss(w);
+  for (int iter = 0; iter < 100; ++iter) {
+    double g[3] = {kRidge * w[0], kRidge * w[1], kRidge * w[2]};
+    double hm[3][3] = {{kRidge, 0, 0}, {0, kRidge, 0}, {0, 0, kRidge}};
+    for (std::size_t r = 0; r < x.size(); ++r) {
+      const double z = w[0] * x[r][0] + w[1] * x[r][1] + w[2] * x[r][2];
+      const double p = 1.0 / (1.0 + std::exp(-z));
+      for (int a = 0; a < 3; ++a) {
+        g[a] += (p - y[r]) * x[r][a];
+        for (int b = 0; b < 3; ++b) hm[a][b] += p * (1 - p) * x[r][a] * x[r][b];
+      }
+    }
+    const double det = det3(hm);
+    if (!(std::abs(det) > 1e-12)) break;
+    double d[3];  // the Newton step: hm d = g (3x3, Cramer's rule)
+    for (int c = 0; c < 3; ++c) {
+      double m[3][3];
+      for (int a = 0; a < 3; ++a)
+        for (int b = 0; b < 3; ++b) m[a][b] = b == c ? g[a] : hm[a][b];
+      d[c] = det3(m) / det;
+    }
+    const double slope = g[0] * d[0] + g[1] * d[1] + g[2] * d[2];  // > 0: hm is positive definite
+    double t = 1;
+    std::array<double, 3> next = w;
+    double next_loss = current;
+    for (; t > 1e-10; t /= 2) {  // Armijo: take the step only as far as it lowers the loss enough
+      next = {w[0] - t * d[0], w[1] - t * d[1], w[2] - t * d[2]};
+      next_loss = loss(next);
+      if (next_loss <= current - 1e-4 * t * slope) break;
+    }
+    if (!(t > 1e-10)) break;  // no step lowers the loss: at the optimum, to rounding
+    const double step = t * std::max({std::abs(d[0]), std::abs(d[1]), std::abs(d[2])});
+    w = next;
+    current = next_loss;
+    if (step < 1e-9) break;
+  }
+  return w;
+}
+
 }  // namespace tidegate::cache

@@ -184,59 +184,19 @@ boost::json::object tier(const std::vector<Row>& rows) {
   return out;
 }
 
-// Logistic regression of the label on (1, cosine, logit p) over the candidates `label` gives 0 or
-// 1 for (-1: not used), by Newton's method with a small ridge; returns {a, b, c}.
+// The labelled candidates `label` gives 0 or 1 for (-1: not used), for fit_combiner.
 template <typename Label>
-std::array<double, 3> fit_combiner(const std::vector<std::vector<std::size_t>>& kept,
-                                   const std::vector<std::vector<float>>& cosines, const std::vector<float>& prob,
-                                   Label label) {
-  std::vector<std::array<double, 3>> x;
-  std::vector<double> y;
+std::vector<CombinerSample> combiner_samples(const std::vector<std::vector<std::size_t>>& kept,
+                                             const std::vector<std::vector<float>>& cosines,
+                                             const std::vector<float>& prob, Label label) {
+  std::vector<CombinerSample> out;
   std::size_t at = 0;
   for (std::size_t i = 0; i < kept.size(); ++i)
     for (std::size_t k = 0; k < kept[i].size(); ++k, ++at) {
       const int l = label(i, kept[i][k]);
-      if (l < 0) continue;
-      const double p = std::clamp(static_cast<double>(prob[at]), 1e-7, 1 - 1e-7);
-      x.push_back({1.0, cosines[i][k], std::log(p / (1 - p))});
-      y.push_back(l);
+      if (l >= 0) out.push_back({cosines[i][k], prob[at], l == 1});
     }
-  std::array<double, 3> w = {0, 0, 1};
-  if (x.size() < 10) return w;
-  constexpr double kRidge = 1e-3;
-  for (int iter = 0; iter < 50; ++iter) {
-    double g[3] = {0, 0, 0}, hm[3][3] = {{kRidge, 0, 0}, {0, kRidge, 0}, {0, 0, kRidge}};
-    for (std::size_t r = 0; r < x.size(); ++r) {
-      const double z = w[0] * x[r][0] + w[1] * x[r][1] + w[2] * x[r][2];
-      const double p = 1.0 / (1.0 + std::exp(-z));
-      for (int a = 0; a < 3; ++a) {
-        g[a] += (p - y[r]) * x[r][a];
-        for (int b = 0; b < 3; ++b) hm[a][b] += p * (1 - p) * x[r][a] * x[r][b];
-      }
-    }
-    for (int a = 0; a < 3; ++a) g[a] += kRidge * w[a];
-    // Solve hm * d = g (3x3, Cramer's rule).
-    auto det3 = [](double m[3][3]) {
-      return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
-             m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
-    };
-    const double det = det3(hm);
-    if (std::abs(det) < 1e-12) break;
-    double d[3];
-    for (int c = 0; c < 3; ++c) {
-      double m[3][3];
-      for (int a = 0; a < 3; ++a)
-        for (int b = 0; b < 3; ++b) m[a][b] = b == c ? g[a] : hm[a][b];
-      d[c] = det3(m) / det;
-    }
-    double step = 0;
-    for (int a = 0; a < 3; ++a) {
-      w[a] -= d[a];
-      step = std::max(step, std::abs(d[a]));
-    }
-    if (step < 1e-9) break;
-  }
-  return w;
+  return out;
 }
 
 }  // namespace
@@ -311,10 +271,10 @@ boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifie
   // The decision score: the verifier's probability combined with the candidate's cosine by a
   // logistic layer fitted on the rows 0 mod 4 (labelled candidates: each lookup's own
   // question1); the calibration rows are 2 mod 4, the reported ones odd.
-  const auto combine = fit_combiner(kept, kept_cos, prob, [&](std::size_t i, std::size_t j) {
+  const auto combine = fit_combiner(combiner_samples(kept, kept_cos, prob, [&](std::size_t i, std::size_t j) {
     if (i % 4 != 0 || q1[j] != q1[i]) return -1;
     return in.duplicate[i] ? 1 : 0;
-  });
+  }));
   std::vector<Row> raw(n);  // the verifier's probability alone
   auto decide = [&](std::vector<Row>& rows, const std::array<double, 3>& c) {
     std::size_t at = 0;

@@ -12,6 +12,7 @@
 // observed, still passes (first_test_rows: a smaller first set passes only if near perfect, and
 // a failure there ends the sequence with nothing), then each accepting 25% more rows. Pure functions: shared by the evaluator that writes the
 // calibration and by the cache that reads it.
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -43,5 +44,21 @@ std::size_t min_rows_for(double max_false_hit_rate, double confidence);
 std::size_t first_test_rows(double max_false_hit_rate, double confidence);
 
 Calibration calibrate_threshold(std::vector<CalibrationRow> rows, double max_false_hit_rate, double confidence);
+
+// One labelled candidate for fitting the decision score (combined_score): its cosine, the
+// verifier's probability, and whether serving it would have been right.
+struct CombinerSample {
+  double cosine = 0;
+  double probability = 0;
+  bool right = false;
+};
+
+// {a, b, c} of combined_score: logistic regression of `right` on (1, cosine, logit p) with a
+// small ridge, by Newton's method with a backtracking line search. Plain Newton steps overshoot
+// when the probabilities are extreme (an over-confident verifier: logits of +-16) or the labels
+// nearly separable, and then diverge to coefficients of 1e5 and more; the line search makes
+// every step lower the penalised loss, so the fit converges or stops where it is. Fewer than 10
+// samples: {0, 0, 1}, the probability alone.
+std::array<double, 3> fit_combiner(const std::vector<CombinerSample>& samples);
 
 }  // namespace tidegate::cache
