@@ -67,9 +67,18 @@ Calibration calibrate_threshold(std::vector<CalibrationRow> rows, double max_fal
   return out;
 }
 
-double combined_score(const std::array<double, 3>& combine, double cosine, double probability) {
+namespace {
+
+// The verifier's probability as the combination reads it: one clamp for the fit and the cache.
+double clamped_logit(double probability) {
   const double p = std::clamp(probability, 1e-7, 1 - 1e-7);
-  const double z = combine[0] + combine[1] * cosine + combine[2] * std::log(p / (1 - p));
+  return std::log(p / (1 - p));
+}
+
+}  // namespace
+
+double combined_score(const std::array<double, 3>& combine, double cosine, double probability) {
+  const double z = combine[0] + combine[1] * cosine + combine[2] * clamped_logit(probability);
   return 1.0 / (1.0 + std::exp(-z));
 }
 
@@ -163,8 +172,7 @@ std::array<double, 3> fit_combiner(const std::vector<CombinerSample>& samples) {
   x.reserve(samples.size());
   y.reserve(samples.size());
   for (const auto& s : samples) {
-    const double p = std::clamp(s.probability, 1e-7, 1 - 1e-7);
-    x.push_back({1.0, s.cosine, std::log(p / (1 - p))});
+    x.push_back({1.0, s.cosine, clamped_logit(s.probability)});
     y.push_back(s.right ? 1.0 : 0.0);
   }
   constexpr double kRidge = 1e-3;

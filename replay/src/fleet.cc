@@ -267,9 +267,13 @@ void Fleet::apply(ScaleTarget target, double t) {
 }
 
 void Fleet::close(double t) {
-  for (const auto& r : replicas_)
-    if (r->state == kStarting && !r->promoting) unready_at_close_s_ += (t - r->state_since) * opt_.profile.gpus_per_replica;
-  for (std::size_t i = replicas_.size(); i-- > 0;) stop(i, t);
+  for (std::size_t i = replicas_.size(); i-- > 0;) {
+    // A cold start still loading: what stopping it bills now is what it cost without serving.
+    const bool unready = replicas_[i]->state == kStarting && !replicas_[i]->promoting;
+    const double billed = gpu_seconds_[kStarting];
+    stop(i, t);
+    if (unready) unready_at_close_s_ += gpu_seconds_[kStarting] - billed;
+  }
 }
 
 }  // namespace tidegate::replay::detail
