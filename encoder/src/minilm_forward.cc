@@ -147,41 +147,59 @@ std::vector<float> bert_forward(const MiniLMWeights& w, const std::vector<Packed
   add_layer_norm(x, nullptr, T, H, w.embed_ln_gamma, w.embed_ln_beta, c.layer_norm_eps);
 
   const float scale = 1.f / std::sqrt(static_cast<float>(dh));
+  const std::size_t B = ids.size();
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const MiniLMLayerWeights& lw = w.layers[l];
     const PackedMiniLMLayer* pl = packed ? &(*packed)[l] : nullptr;
     if (checkpoint) checkpoint();
+    // Only the [CLS] rows leave the last layer when they are all that is pooled: that layer
+    // still reads every token's keys and values, but computes one query per sequence, and the
+    // projection, feed-forward and norms after it run on B rows instead of T. Rows are computed
+    // independently, so the [CLS] values are those of the whole layer: the same floats with
+    // packed weights and sequences up to 64 tokens, equal to fp32 rounding where OpenBLAS runs
+    // (tested both ways).
+    const bool cls_only = pooling == BertPooling::kFirstToken && l + 1 == w.layers.size();
+    const std::size_t rows = cls_only ? B : T;
     linear(x, T, H, lw.qkv_weight, lw.qkv_bias, 3 * H, qkv, pl ? &pl->qkv : nullptr, pool);
     const auto attend_units = [&](std::size_t part) {
       for (std::size_t u = units * part / parts; u < units * (part + 1) / parts; ++u) {
         const std::size_t b = u / heads, h = u % heads;
         const std::size_t n = offsets[b + 1] - offsets[b];
         const float* base = qkv + offsets[b] * 3 * H;
-        attend(base + h * dh, base + H + h * dh, base + 2 * H + h * dh, 3 * H, n, dh, scale,
-               attention + part * part_scratch, ctx + offsets[b] * H + h * dh, H);
+        attend(base + h * dh, base + H + h * dh, base + 2 * H + h * dh, 3 * H, n, cls_only ? 1 : n, dh, scale,
+               attention + part * part_scratch, ctx + (cls_only ? b : offsets[b]) * H + h * dh, H);
       }
     };
     if (parts > 1)
       pool->run(parts, attend_units);
     else
       attend_units(0);
-    linear(ctx, T, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp, pl ? &pl->attn_out : nullptr, pool);
-    add_layer_norm(x, tmp, T, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
+    if (cls_only) {
+      // The residual stream keeps the [CLS] rows only, packed to the front (row b moves from
+      // offsets[b] >= b, so no row is overwritten before it is read).
+      for (std::size_t b = 1; b < B; ++b) std::copy(x + offsets[b] * H, x + offsets[b] * H + H, x + b * H);
+    }
+    linear(ctx, rows, H, lw.attn_out_weight, lw.attn_out_bias, H, tmp, pl ? &pl->attn_out : nullptr, pool);
+    add_layer_norm(x, tmp, rows, H, lw.attn_ln_gamma, lw.attn_ln_beta, c.layer_norm_eps);
 
-    linear(x, T, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr, pool);
-    gelu_inplace(tmp, T * I);
-    linear(tmp, T, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr, pool);
-    add_layer_norm(x, ctx, T, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
+    linear(x, rows, H, lw.ffn_in_weight, lw.ffn_in_bias, I, tmp, pl ? &pl->ffn_in : nullptr, pool);
+    gelu_inplace(tmp, rows * I);
+    linear(tmp, rows, I, lw.ffn_out_weight, lw.ffn_out_bias, H, ctx, pl ? &pl->ffn_out : nullptr, pool);
+    add_layer_norm(x, ctx, rows, H, lw.ffn_ln_gamma, lw.ffn_ln_beta, c.layer_norm_eps);
   }
 
-  if (pooling == BertPooling::kFirstToken) {
-    for (std::size_t b = 0; b < ids.size(); ++b)
-      std::copy(x + offsets[b] * H, x + offsets[b] * H + H, out.data() + b * H);
+  if (pooling != BertPooling::kMeanL2) {
+    // kFirstToken left the [CLS] rows packed at the front; the reference pass has them in place.
+    const bool packed_front = pooling == BertPooling::kFirstToken;
+    for (std::size_t b = 0; b < B; ++b) {
+      const float* row = x + (packed_front ? b : offsets[b]) * H;
+      std::copy(row, row + H, out.data() + b * H);
+    }
     return out;
   }
   // Mean pooling over every token of the sequence ([CLS] and [SEP] included, as the attention
   // mask does in sentence-transformers), then L2 normalisation.
-  for (std::size_t b = 0; b < ids.size(); ++b) {
+  for (std::size_t b = 0; b < B; ++b) {
     float* o = out.data() + b * H;
     for (std::size_t t = offsets[b]; t < offsets[b + 1]; ++t) {
       for (std::size_t i = 0; i < H; ++i) o[i] += x[t * H + i];

@@ -24,8 +24,10 @@ std::vector<float> minilm_forward_checked(const MiniLMWeights& w, const std::vec
 
 // What a forward pass returns for each sequence: the mean of its token vectors, L2-normalised
 // (sentence embeddings), or the first token's ([CLS]) final hidden state, as it is (the pair
-// verifier's classifier input).
-enum class BertPooling { kMeanL2, kFirstToken };
+// verifier's classifier input). kFirstToken computes only the [CLS] rows in the last layer;
+// kFirstTokenWholeLayer computes every row there, as the model is written: the reference the
+// pruned pass is tested against.
+enum class BertPooling { kMeanL2, kFirstToken, kFirstTokenWholeLayer };
 
 // The forward pass behind both: `token_types` (null: type 0 everywhere) gives each token's
 // segment, as BERT's token-type embeddings read it; each row must have its sequence's length.

@@ -48,11 +48,11 @@ __attribute__((always_inline)) inline v16 load16(const float* p) {
   return v;
 }
 
-// scores[i][j] = scale * q_i . k_j for j < n, NB blocks of 16 j at a time (kt: [dh][NB * 16]).
+// scores[i][j] = scale * q_i . k_j for i < rows, j < n, NB blocks of 16 j at a time (kt: [dh][NB * 16]).
 template <std::size_t NB>
 __attribute__((always_inline)) inline void score_rows(const float* q, std::size_t ld, const float* kt, std::size_t n,
-                                                      std::size_t dh, float scale, float* scores) {
-  for (std::size_t i = 0; i < n; ++i) {
+                                                      std::size_t rows, std::size_t dh, float scale, float* scores) {
+  for (std::size_t i = 0; i < rows; ++i) {
     const float* qi = q + i * ld;
     v16 acc[NB] = {};
     for (std::size_t d = 0; d < dh; ++d) {
@@ -66,11 +66,11 @@ __attribute__((always_inline)) inline void score_rows(const float* q, std::size_
   }
 }
 
-// ctx_i = sum_j p_ij v_j over a head of DB blocks of 16 dimensions.
+// ctx_i = sum_j p_ij v_j for i < rows over a head of DB blocks of 16 dimensions.
 template <std::size_t DB>
-__attribute__((always_inline)) inline void context_rows(const float* p, std::size_t n, const float* v, std::size_t ld,
-                                                        float* ctx, std::size_t ldc) {
-  for (std::size_t i = 0; i < n; ++i) {
+__attribute__((always_inline)) inline void context_rows(const float* p, std::size_t n, std::size_t rows, const float* v,
+                                                        std::size_t ld, float* ctx, std::size_t ldc) {
+  for (std::size_t i = 0; i < rows; ++i) {
     v16 acc[DB] = {};
     for (std::size_t j = 0; j < n; ++j) {
       const v16 pj = v16{} + p[i * n + j];
@@ -125,8 +125,9 @@ void add_layer_norm(float* x, const float* residual, std::size_t rows, std::size
 }
 
 TIDEGATE_CPU_CLONES
-void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t dh,
-            float scale, float* scratch, float* ctx, std::size_t ldc) {
+void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t rows,
+            std::size_t dh, float scale, float* scratch, float* ctx, std::size_t ldc) {
+  rows = std::min(rows, n);
   float* scores = scratch;
   const std::size_t blocks = (n + kLanes - 1) / kLanes, head_blocks = dh / kLanes;
   if (n <= kSmallSeq && dh % kLanes == 0 && head_blocks <= kMaxBlocks) {
@@ -138,15 +139,15 @@ void attend(const float* q, const float* k, const float* v, std::size_t ld, std:
       for (std::size_t j = 0; j < n; ++j) kt[d * ldt + j] = k[j * ld + d];
       std::fill(kt + d * ldt + n, kt + (d + 1) * ldt, 0.f);
     }
-    dispatch_blocks(blocks, [&](auto nb) { score_rows<decltype(nb)::value>(q, ld, kt, n, dh, scale, scores); });
-    softmax_rows(scores, n, n);
-    dispatch_blocks(head_blocks, [&](auto db) { context_rows<decltype(db)::value>(scores, n, v, ld, ctx, ldc); });
+    dispatch_blocks(blocks, [&](auto nb) { score_rows<decltype(nb)::value>(q, ld, kt, n, rows, dh, scale, scores); });
+    softmax_rows(scores, rows, n);
+    dispatch_blocks(head_blocks, [&](auto db) { context_rows<decltype(db)::value>(scores, n, rows, v, ld, ctx, ldc); });
     return;
   }
-  const int N = static_cast<int>(n), D = static_cast<int>(dh), LD = static_cast<int>(ld);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, D, scale, q, LD, k, LD, 0.f, scores, N);
-  softmax_rows(scores, n, n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, N, 1.f, scores, N, v, LD, 0.f, ctx,
+  const int N = static_cast<int>(n), R = static_cast<int>(rows), D = static_cast<int>(dh), LD = static_cast<int>(ld);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, N, D, scale, q, LD, k, LD, 0.f, scores, N);
+  softmax_rows(scores, rows, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, D, N, 1.f, scores, N, v, LD, 0.f, ctx,
               static_cast<int>(ldc));
 }
 

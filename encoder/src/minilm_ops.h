@@ -14,9 +14,10 @@ void add_layer_norm(float* x, const float* residual, std::size_t rows, std::size
 // Floats of scratch attend() needs for a sequence of n tokens and head size dh.
 constexpr std::size_t attend_scratch(std::size_t n, std::size_t dh) { return n * n + dh * ((n + 15) / 16 * 16); }
 
-// One head of one sequence: ctx = softmax(scale * q k^T) v. q/k/v rows have stride `ld`, ctx
-// rows stride `ldc`.
-void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t dh,
-            float scale, float* scratch, float* ctx, std::size_t ldc);
+// One head of one sequence: ctx = softmax(scale * q k^T) v for the first `rows` (<= n) query
+// rows, over all n keys and values. q/k/v rows have stride `ld`, ctx rows stride `ldc`. A row's
+// result does not depend on `rows`: the pair verifier's last layer asks for its [CLS] row only.
+void attend(const float* q, const float* k, const float* v, std::size_t ld, std::size_t n, std::size_t rows,
+            std::size_t dh, float scale, float* scratch, float* ctx, std::size_t ldc);
 
 }  // namespace tidegate::encoder

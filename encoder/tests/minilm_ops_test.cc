@@ -54,7 +54,7 @@ TEST_P(MiniLMOpsAttend, MatchesDoublePrecisionLoops) {
   const float scale = 1.f / std::sqrt(static_cast<float>(dh));
   const std::size_t ldc = heads * dh;
   std::vector<float> ctx(n * ldc, -7.f), scratch(attend_scratch(n, dh), 123.f);
-  attend(q, k, v, ld, n, dh, scale, scratch.data(), ctx.data() + head * dh, ldc);
+  attend(q, k, v, ld, n, n, dh, scale, scratch.data(), ctx.data() + head * dh, ldc);
   const auto want = naive_attention(q, k, v, ld, n, dh, scale);
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t d = 0; d < dh; ++d) {
@@ -63,6 +63,34 @@ TEST_P(MiniLMOpsAttend, MatchesDoublePrecisionLoops) {
     // Other heads' columns are left alone.
     EXPECT_EQ(ctx[i * ldc], -7.f);
     EXPECT_EQ(ctx[i * ldc + ldc - 1], -7.f);
+  }
+}
+
+// The pair verifier's last layer asks for the first query rows only: they must be the values the
+// whole head gives them, and the rows not asked for are not written. Up to 64 tokens (the
+// register-tiled path) they are the very same floats; past it OpenBLAS picks its kernels by the
+// row count, so they agree to fp32 rounding.
+TEST_P(MiniLMOpsAttend, FirstRowsAreThoseOfTheWholeHead) {
+  const auto [n, dh] = GetParam();
+  const std::size_t ld = 3 * dh;
+  const auto qkv = random_values(n * ld, static_cast<std::uint32_t>(n * 17 + dh), 2.f);
+  const float scale = 1.f / std::sqrt(static_cast<float>(dh));
+  std::vector<float> scratch(attend_scratch(n, dh));
+  std::vector<float> whole(n * dh, -7.f);
+  attend(qkv.data(), qkv.data() + dh, qkv.data() + 2 * dh, ld, n, n, dh, scale, scratch.data(), whole.data(), dh);
+  for (const std::size_t rows : {std::size_t{1}, std::size_t{2}}) {
+    if (rows > n) continue;
+    std::vector<float> part(n * dh, -7.f);
+    attend(qkv.data(), qkv.data() + dh, qkv.data() + 2 * dh, ld, n, rows, dh, scale, scratch.data(), part.data(), dh);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t d = 0; d < dh; ++d) {
+        if (i < rows && n <= 64)
+          ASSERT_EQ(part[i * dh + d], whole[i * dh + d]) << "rows " << rows << " row " << i << " dim " << d;
+        else if (i < rows)
+          ASSERT_NEAR(part[i * dh + d], whole[i * dh + d], 1e-5) << "rows " << rows << " row " << i << " dim " << d;
+        else
+          ASSERT_EQ(part[i * dh + d], -7.f) << "row " << i << " was not asked for";
+      }
   }
 }
 

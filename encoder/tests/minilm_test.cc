@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "tidegate/encoder/minilm.h"
+#include "../src/intra_op.h"
+#include "../src/minilm_internal.h"
 #include "test_support.h"
 
 namespace tidegate::encoder {
@@ -73,6 +75,48 @@ class MiniLM : public ::testing::Test {
   static inline std::shared_ptr<const MiniLMModel> model_;
   static inline std::vector<float> reference_batches_[3];
 };
+
+// The pair verifier pools the [CLS] row only, so its last layer computes that row alone. That
+// is a pruning, not an approximation: every path (sgemm, packed fp32, packed bf16, split across
+// threads) must give exactly the values of the whole layer, for sequences of several lengths in
+// one batch, both segments in use.
+TEST_F(MiniLM, FirstTokenPoolingEqualsTheWholeLastLayer) {
+  const auto& w = model_->weights();
+  std::vector<std::vector<std::int32_t>> ids, types;
+  for (const char* text : {"What is the capital of France?", "a", "How can I learn to play the guitar well in a year?",
+                           "Why is the sky blue during the day but red at sunset, and what does it say about the air?"}) {
+    auto t = model_->tokenizer().tokenize(text, 120);
+    t.insert(t.begin(), model_->tokenizer().cls_id());
+    t.push_back(model_->tokenizer().sep_id());
+    std::vector<std::int32_t> seg(t.size(), 0);
+    std::fill(seg.begin() + static_cast<std::ptrdiff_t>(seg.size() / 2), seg.end(), 1);
+    ids.push_back(std::move(t));
+    types.push_back(std::move(seg));
+  }
+  IntraOpPool pool(1);
+  std::vector<DenseMath> maths = {DenseMath::kFp32};
+  if (minilm_bf16_supported()) maths.push_back(DenseMath::kBf16);
+  const auto check = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
+  };
+  {
+    const auto whole = bert_forward(w, nullptr, ids, &types, BertPooling::kFirstTokenWholeLayer, nullptr);
+    check(bert_forward(w, nullptr, ids, &types, BertPooling::kFirstToken, nullptr), whole, "sgemm");
+  }
+  for (const auto math : maths) {
+    const auto packed = pack_minilm(w, math);
+    const char* what = math == DenseMath::kBf16 ? "packed bf16" : "packed fp32";
+    for (IntraOpPool* p : {static_cast<IntraOpPool*>(nullptr), &pool}) {
+      const auto whole = bert_forward(w, &packed, ids, &types, BertPooling::kFirstTokenWholeLayer, nullptr, p);
+      const auto cls = bert_forward(w, &packed, ids, &types, BertPooling::kFirstToken, nullptr, p);
+      check(cls, whole, what);
+      // And it is the [CLS] row: not a row of another token, not zeros.
+      EXPECT_NE(cls[0], 0.f) << what;
+      EXPECT_NE(std::vector<float>(cls.begin(), cls.begin() + 384), std::vector<float>(cls.begin() + 384, cls.begin() + 768));
+    }
+  }
+}
 
 TEST_F(MiniLM, MatchesSentenceTransformersReference) {
   auto embedder = make_minilm_embedder(model_);
