@@ -1,8 +1,11 @@
 // Lookup latency with the pair verifier (issue 19). Prints one JSON object.
 //   prompts: a seeded sample of real questions (question2 of --pairs, default
 //            ../shared/data/paraphrase/quora_dev.csv) of 3 to 31 tokens, as the cache bench.
-//   index:   --entries N (default 100000) synthetic 384-d unit vectors in HNSW (the cache's
-//            defaults), plus the prompts' own question1 vectors.
+//   index:   --entries N (default 100000) 384-d unit vectors in HNSW (the cache's defaults):
+//            synthetic (random directions, the default), or with --entry-texts CSV[,CSV...] the
+//            MiniLM vectors of those files' distinct questions (question1 and question2, the
+//            prompts measured left out; the rest of N random if they hold fewer). Random directions are the hard case for HNSW: real prompts
+//            cluster, and a search in a cache of them settles sooner.
 //   one lookup, one request at a time: embed the prompt (MiniLM), search the top --candidates
 //   (default 4), then one verifier call on the prompt against that many real cached questions
 //   (question1 texts of 3 to 31 tokens, whatever the search found: the verifier's cost depends
@@ -13,6 +16,8 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <sstream>
+#include <unordered_set>
 
 #include <boost/json.hpp>
 
@@ -45,6 +50,8 @@ int main(int argc, char** argv) {
   std::string pairs = "../shared/data/paraphrase/quora_dev.csv";
   std::string model_dir = std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultMiniLMDir;
   std::string verifier_dir = std::string(TIDEGATE_SOURCE_ROOT) + "/cache/verifier/model";
+  std::string entry_texts;
+  MiniLMPrecision verifier_precision = MiniLMPrecision::kAuto;
   std::size_t entries = 100000, candidates = 4, count = 200;
   int threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -56,9 +63,17 @@ int main(int argc, char** argv) {
     else if (a == "--candidates") candidates = std::stoul(v);
     else if (a == "--prompt-count") count = std::stoul(v);
     else if (a == "--intra-op") threads = std::stoi(v);
+    else if (a == "--entry-texts") entry_texts = v;
+    else if (a == "--verifier-precision") {
+      if (v == "bf16") verifier_precision = MiniLMPrecision::kBf16;
+      else if (v == "fp32") verifier_precision = MiniLMPrecision::kFp32;
+      else if (v == "auto") verifier_precision = MiniLMPrecision::kAuto;
+      else throw std::invalid_argument("--verifier-precision: auto, fp32 or bf16");
+    }
     else {
       std::cerr << "usage: tidegate_bench_verifier [--pairs CSV] [--model-dir DIR] [--verifier DIR] [--entries N]\n"
-                   "       [--candidates K] [--prompt-count N] [--intra-op T]\n";
+                   "       [--candidates K] [--prompt-count N] [--intra-op T] [--entry-texts CSV]\n"
+                   "       [--verifier-precision auto|fp32|bf16]\n";
       return 2;
     }
   }
@@ -69,6 +84,7 @@ int main(int argc, char** argv) {
     auto embedder = make_minilm_embedder(model, mo);
     PairVerifierOptions vo;
     vo.intra_op_threads = threads;
+    vo.precision = verifier_precision;
     const auto verifier = PairVerifier::load(verifier_dir, model, vo);
 
     std::ifstream in(pairs);
@@ -91,20 +107,53 @@ int main(int argc, char** argv) {
     if (queries.size() > count) queries.resize(count);
     if (cached.size() < candidates) throw std::runtime_error("too few cached questions");
 
-    // The index: synthetic unit vectors, HNSW with the cache's defaults.
+    // The index, HNSW with the cache's defaults: real questions' vectors first, if asked for,
+    // then random unit vectors up to --entries.
+    std::vector<std::string> entry_questions;
+    if (!entry_texts.empty()) {
+      std::unordered_set<std::string> seen(queries.begin(), queries.end());
+      std::stringstream list(entry_texts);
+      for (std::string file; std::getline(list, file, ',');) {
+        std::ifstream et(file);
+        if (!et) throw std::runtime_error("cannot read " + file);
+        const auto erows = parse_csv(et);
+        const auto e1 = csv_column(erows.front(), "question1"), e2 = csv_column(erows.front(), "question2");
+        for (std::size_t r = 1; r < erows.size() && entry_questions.size() < entries; ++r)
+          for (const auto c : {e1, e2})
+            if (erows[r].size() > c && entry_questions.size() < entries && seen.insert(erows[r][c]).second)
+              entry_questions.push_back(erows[r][c]);
+      }
+    }
     IndexConfig icfg;
     FaissVectorIndex index(384, icfg, IndexConfig::Type::kHnsw);
     std::normal_distribution<float> normal;
+    double embed_entries_s = 0;
+    std::vector<float> real;
+    {
+      const auto t = Clock::now();
+      constexpr std::size_t kBatch = 32;
+      for (std::size_t s = 0; s < entry_questions.size(); s += kBatch) {
+        const std::vector<std::string> batch(entry_questions.begin() + static_cast<std::ptrdiff_t>(s),
+                                             entry_questions.begin() + static_cast<std::ptrdiff_t>(std::min(s + kBatch, entry_questions.size())));
+        const auto v = embedder->embed(batch, Clock::now() + std::chrono::minutes(1));
+        real.insert(real.end(), v.begin(), v.end());
+      }
+      embed_entries_s = std::chrono::duration<double>(Clock::now() - t).count();
+    }
     const auto t_build = Clock::now();
     constexpr std::size_t kChunk = 10000;
     for (std::size_t s = 0; s < entries; s += kChunk) {
       const std::size_t n = std::min(kChunk, entries - s);
       std::vector<float> v(n * 384);
-      for (auto& x : v) x = normal(rng);
       for (std::size_t r = 0; r < n; ++r) {
         float* row = v.data() + r * 384;
+        if (s + r < entry_questions.size()) {
+          std::copy(real.begin() + static_cast<std::ptrdiff_t>((s + r) * 384),
+                    real.begin() + static_cast<std::ptrdiff_t>((s + r + 1) * 384), row);
+          continue;
+        }
         double norm = 0;
-        for (std::size_t d = 0; d < 384; ++d) norm += double(row[d]) * row[d];
+        for (std::size_t d = 0; d < 384; ++d) row[d] = normal(rng), norm += double(row[d]) * row[d];
         for (std::size_t d = 0; d < 384; ++d) row[d] = static_cast<float>(row[d] / std::sqrt(norm));
       }
       std::vector<std::int64_t> ids(n);
@@ -134,12 +183,14 @@ int main(int argc, char** argv) {
     }
     boost::json::object out{{"entries", entries},
                             {"index", "hnsw"},
+                            {"real_entries", entry_questions.size()},
+                            {"embed_entries_s", embed_entries_s},
                             {"build_s", build_s},
                             {"candidates", candidates},
                             {"prompts", queries.size()},
                             {"intra_op_threads", threads},
                             {"verifier_layers", verifier->layers()},
-                            {"verifier_precision", verifier->bf16() ? "bf16" : "fp32"},
+                            {"verifier_precision", verifier->precision()},
                             {"mean_pair_tokens", double(tokens) / double(queries.size() * candidates)},
                             {"embed", summary(embed_ms)},
                             {"search", summary(search_ms)},

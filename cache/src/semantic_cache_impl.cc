@@ -24,7 +24,7 @@ std::shared_ptr<const encoder::PairScorer> load_verifier(const CacheConfig& conf
     o.intra_op_threads = config.verifier.intra_op_threads;
     auto v = encoder::PairVerifier::load(config.verifier.dir, encoder::MiniLMModel::load(choice.dir), o);
     log::info("cache.verifier", {{"weights", v->weights_path()}, {"layers", v->layers()},
-                                 {"precision", v->bf16() ? "bf16" : "fp32"}});
+                                 {"precision", v->precision()}});
     return std::shared_ptr<const encoder::PairScorer>(std::move(v));
   } catch (const std::exception& e) {
     problem = e.what();

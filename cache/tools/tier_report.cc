@@ -305,7 +305,7 @@ boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifie
   out["floor"] = in.floor;
   out["verifier_guards"] = to_string(in.verifier_guards);
   out["verifier_layers"] = verifier.layers();
-  out["verifier_precision"] = verifier.bf16() ? "bf16" : "fp32";
+  out["verifier_precision"] = verifier.precision();
   out["verified_pairs"] = pairs.size();
   out["verify_seconds"] = verify_s;
   out["cosine_only"] = tier(cosine);

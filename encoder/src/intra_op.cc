@@ -15,7 +15,11 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 
 IntraOpPool::IntraOpPool(std::size_t helpers) {
   helpers_.reserve(helpers);
-  for (std::size_t i = 0; i < helpers; ++i) helpers_.emplace_back([this] { helper_loop(); });
+  // Each helper starts from the epoch as it is now, not as it is when its thread gets to run:
+  // a task or the destructor's stop may come first, and a helper that read the epoch after that
+  // bump would wait for the next one, forever in the destructor's case.
+  const std::uint64_t start = epoch_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < helpers; ++i) helpers_.emplace_back([this, start] { helper_loop(start); });
 }
 
 IntraOpPool::~IntraOpPool() {
@@ -54,8 +58,7 @@ void IntraOpPool::run(std::size_t parts, const std::function<void(std::size_t)>&
   while (task->done.load(std::memory_order_acquire) < parts) _mm_pause();
 }
 
-void IntraOpPool::helper_loop() {
-  std::uint64_t seen = epoch_.load(std::memory_order_acquire);
+void IntraOpPool::helper_loop(std::uint64_t seen) {
   while (true) {
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
     while (epoch_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spin_until)

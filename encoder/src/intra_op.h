@@ -34,7 +34,7 @@ class IntraOpPool final {
     std::atomic<std::size_t> done{0};
   };
   static void work(Task& task);
-  void helper_loop();
+  void helper_loop(std::uint64_t seen);
 
   std::mutex owner_;                       // held by the one caller using the helpers
   std::atomic<std::uint64_t> epoch_{0};    // bumped per task; helpers wait on it

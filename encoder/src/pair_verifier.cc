@@ -141,11 +141,8 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
   impl.head_weight = tensor("classifier.weight", {1, H}).data();
   impl.head_bias = tensor("classifier.bias", {1})[0];
 
-  if (options.precision == MiniLMPrecision::kBf16 && !cpu_has_bf16_dot())
-    throw std::invalid_argument("pair verifier: precision bf16 needs a CPU with AVX512-BF16; use auto or fp32");
-  const DenseMath math =
-      options.precision != MiniLMPrecision::kFp32 && cpu_has_bf16_dot() ? DenseMath::kBf16 : DenseMath::kFp32;
-  v->bf16_ = math == DenseMath::kBf16;
+  const DenseMath math = dense_math_for(options.precision, "pair verifier");
+  v->precision_ = math == DenseMath::kBf16 ? "bf16" : "fp32";
   impl.packed = pack_minilm(w, math);
   if (options.intra_op_threads > 1)
     impl.pool = std::make_unique<IntraOpPool>(static_cast<std::size_t>(options.intra_op_threads - 1));

@@ -71,7 +71,8 @@ class PairVerifier final : public PairScorer {
 
   std::size_t layers() const;
   std::size_t max_tokens() const { return max_tokens_; }
-  bool bf16() const { return bf16_; }
+  // The arithmetic its dense layers run ("fp32" or "bf16").
+  const char* precision() const { return precision_; }
   const std::string& weights_path() const { return path_; }
 
  private:
@@ -81,7 +82,7 @@ class PairVerifier final : public PairScorer {
   std::shared_ptr<const MiniLMModel> base_;
   std::string path_;
   std::size_t max_tokens_ = 0;
-  bool bf16_ = false;
+  const char* precision_ = "fp32";
 };
 
 }  // namespace tidegate::encoder

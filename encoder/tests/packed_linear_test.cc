@@ -1,0 +1,93 @@
+// The packed dense kernels against a double-precision product, at shapes where their blocking
+// changes: rows past a tile (12), outputs past a panel (16) or a pair of panels, inputs not a
+// whole number of bf16 pairs. fp32 must be exact to rounding, bf16 within the error its
+// roundings allow, which a kernel that reads a wrong weight or row would exceed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "../src/intra_op.h"
+#include "../src/packed_linear.h"
+
+namespace tidegate::encoder {
+namespace {
+
+std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+struct Shape {
+  std::size_t rows, out, in;
+};
+
+class PackedLinearShapes : public ::testing::TestWithParam<Shape> {};
+
+void expect_within_rounding(DenseMath math, const Shape& s, IntraOpPool* pool) {
+  const auto w = random_values(s.out * s.in, static_cast<std::uint32_t>(s.out * 7 + s.in));
+  auto x = random_values(s.rows * s.in, static_cast<std::uint32_t>(s.rows * 13 + s.in));
+  if (s.rows > 2) std::fill(x.begin() + static_cast<std::ptrdiff_t>(s.in), x.begin() + static_cast<std::ptrdiff_t>(2 * s.in), 0.f);
+  x[0] *= 40.f;  // an outlier, as BERT's activations have
+  const auto bias = random_values(s.out, 99);
+  const PackedLinear packed(w.data(), s.out, s.in, math);
+  ASSERT_EQ(packed.math(), math);
+  std::vector<float> y(s.rows * s.out, -1.f);
+  packed.apply(x.data(), s.rows, bias.data(), y.data(), pool);
+  for (std::size_t r = 0; r < s.rows; ++r) {
+    const float* xr = x.data() + r * s.in;
+    double x_max = 0;
+    for (std::size_t k = 0; k < s.in; ++k) x_max = std::max(x_max, std::fabs(double(xr[k])));
+    for (std::size_t n = 0; n < s.out; ++n) {
+      const float* wn = w.data() + n * s.in;
+      double w_max = 0, want = bias[n], sum_x = 0, sum_w = 0, sum_xw = 0;
+      for (std::size_t k = 0; k < s.in; ++k) {
+        want += double(xr[k]) * wn[k];
+        w_max = std::max(w_max, std::fabs(double(wn[k])));
+        sum_x += std::fabs(double(xr[k]));
+        sum_w += std::fabs(double(wn[k]));
+        sum_xw += std::fabs(double(xr[k]) * wn[k]);
+      }
+      double bound = 1e-5 * (sum_xw + std::fabs(bias[n]) + 1);  // fp32 summation
+      if (math == DenseMath::kBf16) bound += 2 * 0x1p-8 * sum_xw;  // two roundings to 8 bits of mantissa
+      ASSERT_NEAR(y[r * s.out + n], want, bound) << "row " << r << " output " << n;
+    }
+  }
+}
+
+TEST_P(PackedLinearShapes, Fp32IsTheProduct) {
+  expect_within_rounding(DenseMath::kFp32, GetParam(), nullptr);
+  IntraOpPool pool(1);
+  expect_within_rounding(DenseMath::kFp32, GetParam(), &pool);
+}
+
+TEST_P(PackedLinearShapes, Bf16WithinItsRounding) {
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU lacks AVX512-BF16";
+  expect_within_rounding(DenseMath::kBf16, GetParam(), nullptr);
+  IntraOpPool pool(1);
+  expect_within_rounding(DenseMath::kBf16, GetParam(), &pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PackedLinearShapes,
+                         ::testing::Values(Shape{1, 16, 384}, Shape{3, 20, 37}, Shape{12, 32, 64}, Shape{13, 48, 383},
+                                           Shape{25, 384, 1536}, Shape{112, 1152, 384}, Shape{5, 7, 3}));
+
+// A pool made and dropped before its helper threads got to run: each helper used to read the
+// epoch when it started, so one that started after the destructor's bump waited for another,
+// and the destructor waited for it (found by a kernel test whose small shapes never called the
+// pool it made). A hang here ends at ctest's timeout.
+TEST(IntraOpPool, DroppedBeforeItsHelpersStart) {
+  for (int i = 0; i < 2000; ++i) IntraOpPool pool(2);
+  IntraOpPool used(1);
+  std::atomic<int> parts{0};
+  used.run(8, [&](std::size_t) { parts.fetch_add(1); });
+  EXPECT_EQ(parts.load(), 8);
+}
+
+}  // namespace
+}  // namespace tidegate::encoder
