@@ -82,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PackedLinearShapes,
 // and the destructor waited for it (found by a kernel test whose small shapes never called the
 // pool it made). A hang here ends at ctest's timeout.
 TEST(IntraOpPool, DroppedBeforeItsHelpersStart) {
-  for (int i = 0; i < 2000; ++i) IntraOpPool pool(2);
+  for (int i = 0; i < 500; ++i) IntraOpPool pool(2);
   IntraOpPool used(1);
   std::atomic<int> parts{0};
   used.run(8, [&](std::size_t) { parts.fetch_add(1); });
