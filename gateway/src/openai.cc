@@ -60,10 +60,27 @@ json::value parse_body(std::string_view body, json::error_code& ec) {
   return parser.release();
 }
 
+// True when every number in `v` is finite. boost::json reads a number past a double's range
+// (1e400; even 0e214748) as inf or NaN, and writes those back as text no JSON parser accepts.
+bool numbers_finite(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::double_:
+      return std::isfinite(v.get_double());
+    case json::kind::array:
+      return std::all_of(v.get_array().begin(), v.get_array().end(), numbers_finite);
+    case json::kind::object:
+      return std::all_of(v.get_object().begin(), v.get_object().end(),
+                         [](const json::key_value_pair& kv) { return numbers_finite(kv.value()); });
+    default:
+      return true;
+  }
+}
+
 // Writes `body` with stream_options.include_usage set to true. Edits the text where the change
 // is local (no stream_options, or a null or empty one), so the client's bytes otherwise pass
 // untouched; re-serialises through a DOM in the rare remaining cases (the one already built for
-// filters, when there is one). False when boost::json rejects a body the scan accepted.
+// filters, when there is one). False when boost::json rejects a body the scan accepted, or holds
+// a number it cannot write back.
 bool add_include_usage(std::string_view body, const RequestFacts& f, const json::value* dom, std::string& out) {
   constexpr std::string_view kOptions = R"({"include_usage":true})";
   const auto& so = f.stream_options;
@@ -78,7 +95,7 @@ bool add_include_usage(std::string_view body, const RequestFacts& f, const json:
   }
   json::error_code ec;
   auto copy = dom ? json::value(*dom, json::storage_ptr()) : json::parse(body, ec);
-  if (ec || !copy.is_object()) return false;
+  if (ec || !copy.is_object() || !numbers_finite(copy)) return false;
   auto& options = copy.get_object()["stream_options"];
   if (!options.is_object()) options = json::object();
   options.get_object()["include_usage"] = true;
@@ -175,7 +192,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     // The scan and boost::json agree on what is valid (ParseRequest.ScanAgreesWithFullParse);
     // should they ever not, boost::json, the parser the rewrite needs, has the last word.
     if (!add_include_usage(body, f, out.json.get(), out.rewritten_body))
-      return api_error(Failure::kInvalidJson, "request body is not valid JSON");
+      return api_error(Failure::kInvalidJson, "request body is not valid JSON (or holds a number outside a double's range)");
     out.usage_injected = true;
   }
   return std::nullopt;

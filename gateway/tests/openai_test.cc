@@ -76,6 +76,28 @@ TEST(ParseRequest, ForwardsUntouchedUnlessUsageNeeded) {
   EXPECT_EQ(p.upstream_body(), asked);
 }
 
+// Found by fuzz_request_scan: a request whose stream_options must be rewritten through the DOM,
+// holding a number boost::json reads as inf or NaN, was forwarded as text no parser accepts
+// ("NaN"). It is refused as invalid JSON instead, with and without the DOM.
+TEST(ParseRequest, NumbersOutsideADoubleAreRefusedWhenTheBodyIsRewritten) {
+  for (const char* number : {"1e400", "-1e400", "0e214748"}) {
+    const std::string body = std::string(R"({"model":"m","messages":[{"role":"user","content":"x"}],"x_weight":)") + number +
+                             R"(,"stream":true,"stream_options":{"continuous_usage_stats":false}})";
+    for (const bool dom : {true, false}) {
+      ParsedRequest p;
+      const auto error = parse_request(Endpoint::kChat, body, p, dom);
+      ASSERT_TRUE(error) << number << (dom ? " with" : " without") << " the DOM: forwarded " << p.upstream_body();
+      EXPECT_EQ(error->code, "invalid_json") << number;
+    }
+  }
+  // Finite numbers still pass through the same rewrite.
+  ParsedRequest p;
+  const std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"x_weight":1e300,"stream":true,"stream_options":{"continuous_usage_stats":false}})";
+  ASSERT_FALSE(parse_request(Endpoint::kChat, body, p, true));
+  EXPECT_TRUE(p.usage_injected);
+  EXPECT_TRUE(json::parse(p.upstream_body()).as_object().at("stream_options").at("include_usage").as_bool());
+}
+
 TEST(ConstantTimeEqual, Basics) {
   EXPECT_TRUE(constant_time_equal("secret-key-1", "secret-key-1"));
   EXPECT_FALSE(constant_time_equal("secret-key-1", "secret-key-2"));
