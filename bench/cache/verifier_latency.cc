@@ -4,8 +4,9 @@
 //   index:   --entries N (default 100000) 384-d unit vectors in HNSW (the cache's defaults):
 //            synthetic (random directions, the default), or with --entry-texts CSV[,CSV...] the
 //            MiniLM vectors of those files' distinct questions (question1 and question2, the
-//            prompts measured left out; the rest of N random if they hold fewer). Random directions are the hard case for HNSW: real prompts
-//            cluster, and a search in a cache of them settles sooner.
+//            prompts measured left out; the rest of N random if they hold fewer). Random
+//            directions are the hard case for HNSW: real prompts cluster, and a search in a
+//            cache of them settles sooner.
 //   one lookup, one request at a time: embed the prompt (MiniLM), search the top --candidates
 //   (default 4), then one verifier call on the prompt against that many real cached questions
 //   (question1 texts of 3 to 31 tokens, whatever the search found: the verifier's cost depends

@@ -90,7 +90,6 @@ DenseMath dense_math_for(MiniLMPrecision precision, const char* who) {
   return cpu_has_bf16_dot() ? DenseMath::kBf16 : DenseMath::kFp32;
 }
 
-
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options) {
   return make_minilm_embedder(MiniLMModel::load(model_dir), options);
 }

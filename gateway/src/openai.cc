@@ -79,28 +79,30 @@ bool numbers_finite(const json::value& v) {
 // Writes `body` with stream_options.include_usage set to true. Edits the text where the change
 // is local (no stream_options, or a null or empty one), so the client's bytes otherwise pass
 // untouched; re-serialises through a DOM in the rare remaining cases (the one already built for
-// filters, when there is one). False when boost::json rejects a body the scan accepted, or holds
-// a number it cannot write back.
-bool add_include_usage(std::string_view body, const RequestFacts& f, const json::value* dom, std::string& out) {
+// filters, when there is one). On failure returns what the client is told: boost::json rejected
+// a body the scan accepted, or the body holds a number it cannot write back.
+std::optional<std::string> add_include_usage(std::string_view body, const RequestFacts& f, const json::value* dom,
+                                             std::string& out) {
   constexpr std::string_view kOptions = R"({"include_usage":true})";
   const auto& so = f.stream_options;
   out.clear();
   if (so.occurrences == 0) {
     out.append(body.substr(0, f.object_end)).append(R"(,"stream_options":)").append(kOptions).append(body.substr(f.object_end));
-    return true;
+    return std::nullopt;
   }
   if (so.occurrences == 1 && (so.kind == JsonKind::kNull || (so.kind == JsonKind::kObject && so.size == 0))) {
     out.append(body.substr(0, so.begin)).append(kOptions).append(body.substr(so.end));
-    return true;
+    return std::nullopt;
   }
   json::error_code ec;
   auto copy = dom ? json::value(*dom, json::storage_ptr()) : json::parse(body, ec);
-  if (ec || !copy.is_object() || !numbers_finite(copy)) return false;
+  if (ec || !copy.is_object()) return "request body is not valid JSON";
+  if (!numbers_finite(copy)) return "request body holds a number outside the range of a double";
   auto& options = copy.get_object()["stream_options"];
   if (!options.is_object()) options = json::object();
   options.get_object()["include_usage"] = true;
   out = json::serialize(copy);
-  return true;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -191,8 +193,8 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
     // The gateway always learns token counts; the extra usage chunk is stripped later.
     // The scan and boost::json agree on what is valid (ParseRequest.ScanAgreesWithFullParse);
     // should they ever not, boost::json, the parser the rewrite needs, has the last word.
-    if (!add_include_usage(body, f, out.json.get(), out.rewritten_body))
-      return api_error(Failure::kInvalidJson, "request body is not valid JSON (or holds a number outside a double's range)");
+    if (auto why = add_include_usage(body, f, out.json.get(), out.rewritten_body))
+      return api_error(Failure::kInvalidJson, *why);
     out.usage_injected = true;
   }
   return std::nullopt;

@@ -88,6 +88,7 @@ TEST(ParseRequest, NumbersOutsideADoubleAreRefusedWhenTheBodyIsRewritten) {
       const auto error = parse_request(Endpoint::kChat, body, p, dom);
       ASSERT_TRUE(error) << number << (dom ? " with" : " without") << " the DOM: forwarded " << p.upstream_body();
       EXPECT_EQ(error->code, "invalid_json") << number;
+      EXPECT_NE(error->message.find("outside the range of a double"), std::string::npos) << error->message;
     }
   }
   // Finite numbers still pass through the same rewrite.
