@@ -22,6 +22,7 @@ struct Options {
   double min_time_s = 1.0;           // per measured configuration
   bool search = true;
   bool encoder = true;
+  bool verifier = true;
   std::vector<std::size_t> encoder_batches = {1, 8, 64};
   std::vector<std::size_t> encoder_tokens = {16, 64};
   std::string model_dir;
@@ -46,5 +47,17 @@ void random_unit_vectors(float* out, std::size_t n, std::size_t dim, std::uint64
 
 boost::json::object run_search_bench(const Options& o, double copy_gbps);
 boost::json::object run_encoder_bench(const Options& o);
+boost::json::object run_verifier_bench(const Options& o);
+
+#if TIDEGATE_KERNELS_WITH_MINILM
+}  // namespace tidegate::kernels::bench
+namespace tidegate::encoder {
+class WordPieceTokenizer;
+}
+namespace tidegate::kernels::bench {
+// Prompts of exactly `tokens` ids ([CLS] and [SEP] included): words that are single word pieces,
+// drawn at random (seeded by `tokens`).
+std::vector<std::string> make_prompts(const encoder::WordPieceTokenizer& tok, std::size_t tokens, std::size_t count);
+#endif
 
 }  // namespace tidegate::kernels::bench

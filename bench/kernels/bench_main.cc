@@ -1,5 +1,5 @@
 // tidegate_kernels_bench [--cpu-only] [--quick] [--out FILE] [--sizes a,b,c] [--batches a,b]
-//   [--hnsw-max N] [--faiss-flat-max N] [--min-time S] [--no-search] [--no-encoder] [--model-dir D]
+//   [--hnsw-max N] [--faiss-flat-max N] [--min-time S] [--no-search] [--no-encoder] [--no-verifier] [--model-dir D]
 // Writes one JSON document (stdout, or FILE). Without a GPU the GPU parts are reported as skipped.
 #include <unistd.h>
 
@@ -101,6 +101,7 @@ int run(int argc, char** argv) {
     else if (a == "--min-time") o.min_time_s = std::stod(next());
     else if (a == "--no-search") o.search = false;
     else if (a == "--no-encoder") o.encoder = false;
+    else if (a == "--no-verifier") o.verifier = false;
     else if (a == "--model-dir") o.model_dir = next();
     else throw std::invalid_argument("unknown argument " + a);
   }
@@ -135,6 +136,7 @@ int run(int argc, char** argv) {
   }
   if (o.search) doc["search"] = run_search_bench(o, copy_gbps);
   if (o.encoder) doc["encoder"] = run_encoder_bench(o);
+  if (o.verifier) doc["verifier"] = run_verifier_bench(o);
 
   const std::string text = boost::json::serialize(doc);
   if (out_path.empty()) {

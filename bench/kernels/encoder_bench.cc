@@ -18,11 +18,6 @@
 namespace tidegate::kernels::bench {
 
 #if TIDEGATE_KERNELS_WITH_MINILM
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Prompts of exactly `tokens` ids: words that are single word pieces, drawn at random.
 std::vector<std::string> make_prompts(const encoder::WordPieceTokenizer& tok, std::size_t tokens, std::size_t count) {
   static const char* kWords[] = {"the", "cat", "sat", "on", "mat", "how", "do", "i", "make", "a", "good", "cake",
                                  "what", "is", "time", "water", "city", "money", "book", "light", "green", "house",
@@ -40,6 +35,10 @@ std::vector<std::string> make_prompts(const encoder::WordPieceTokenizer& tok, st
   }
   return out;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 std::vector<std::string> slice(const std::vector<std::string>& pool, std::size_t at, std::size_t n) {
   std::vector<std::string> out;

@@ -6,7 +6,7 @@
 #   1. configure + build (Release, CUDA on) the kernels tests and the benchmark driver
 #   2. ctest -R '^kernels\.' and the GPU test binary with a gtest JSON report
 #   3. compute-sanitizer memcheck (all GPU tests) and racecheck (search + ops kernels)
-#   4. benchmarks -> JSON: encoder (GPU vs CPU), search at 100k + 1M (GPU, FAISS flat; HNSW at
+#   4. benchmarks -> JSON: encoder and pair verifier (GPU vs CPU), search at 100k + 1M (GPU, FAISS flat; HNSW at
 #      100k), search at 10M (GPU, FAISS flat; no HNSW: construction would take too long)
 #   5. with the budget left: FAISS HNSW at 1M (CPU only)
 # --skip-gpu runs the same flow without a device: CPU-only quick bench, no sanitizers.
@@ -141,20 +141,20 @@ export OMP_WAIT_POLICY=PASSIVE
 # FAISS flat kept at 100k/1M for the recall check.
 ((ENCODER)) && step bench_encoder 120 "$BIN/tidegate_kernels_bench" --no-search --min-time 1.5 \
   --out "$OUT/bench_encoder.json"
-step bench_search_small 150 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 100000,1000000 --hnsw-max 100000 \
+step bench_search_small 150 "$BIN/tidegate_kernels_bench" --no-encoder --no-verifier --sizes 100000,1000000 --hnsw-max 100000 \
   --batches "$BATCHES" --out "$OUT/bench_search_small.json"
 step bench_search_small_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/tidegate_kernels_bench" \
-  --no-encoder --sizes 100000,1000000 --hnsw-max 0 --batches "$BATCHES" --out "$OUT/bench_search_small_buffered.json"
-step bench_search_10m 90 "$BIN/tidegate_kernels_bench" --no-encoder --sizes 10000000 --hnsw-max 0 --faiss-flat-max 0 \
+  --no-encoder --no-verifier --sizes 100000,1000000 --hnsw-max 0 --batches "$BATCHES" --out "$OUT/bench_search_small_buffered.json"
+step bench_search_10m 90 "$BIN/tidegate_kernels_bench" --no-encoder --no-verifier --sizes 10000000 --hnsw-max 0 --faiss-flat-max 0 \
   --batches "$BATCHES" --out "$OUT/bench_search_10m.json"
-step bench_search_10m_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/tidegate_kernels_bench" --no-encoder \
+step bench_search_10m_buffered 90 env TIDEGATE_GPU_SEARCH_PLAN=buffered "$BIN/tidegate_kernels_bench" --no-encoder --no-verifier \
   --sizes 10000000 --hnsw-max 0 --faiss-flat-max 0 --batches "$BATCHES" --out "$OUT/bench_search_10m_buffered.json"
 
 ((CPU_PEERS)) || exit 0
 # With the budget left, the slow CPU peers: FAISS flat at 10M, then HNSW at 1M (construction alone
 # takes minutes).
-step bench_search_10m_faiss 120 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --sizes 10000000 --hnsw-max 0 \
+step bench_search_10m_faiss 120 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --no-verifier --sizes 10000000 --hnsw-max 0 \
   --batches 1,64 --out "$OUT/bench_search_10m_faiss.json"
-step bench_search_hnsw_1m 150 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --sizes 1000000 \
+step bench_search_hnsw_1m 150 "$BIN/tidegate_kernels_bench" --cpu-only --no-encoder --no-verifier --sizes 1000000 \
   --hnsw-max 1000000 --out "$OUT/bench_search_hnsw_1m.json"
 exit 0

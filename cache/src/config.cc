@@ -160,8 +160,11 @@ VerifierConfig parse_verifier(const YAML::Node& node, const std::string& path, c
   if (node) {
     if (!node.IsMap()) throw ConfigError(path, yaml_line(node), "expected a mapping");
     yaml_reject_unknown(node, path,
-                        {"dir", "precision", "timeout", "intra_op_threads", "candidates", "floor", "confidence"});
+                        {"dir", "device", "precision", "timeout", "intra_op_threads", "candidates", "floor",
+                         "confidence"});
     v.dir = resolve_model_dir(yaml_string(node, "dir", path, std::string()), base_dir);
+    using Device = EmbedderConfig::Device;
+    v.device = yaml_enum<Device>(node, "device", path, {{"auto", Device::kAuto}, {"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
     v.precision = parse_precision(node, path);
     v.timeout_s = yaml_seconds(node, "timeout", path, v.timeout_s);
     if (v.timeout_s <= 0) throw ConfigError(path_join(path, "timeout"), yaml_line(node["timeout"]), "must be > 0");

@@ -9,9 +9,26 @@
 #include "tidegate/encoder/embed_batcher.h"
 #include "tidegate/cache/policy.h"
 #include "tidegate/common/log.h"
+#include "tidegate/kernels/gpu.h"
 
 namespace tidegate::cache {
 namespace {
+
+// auto/gpu: the verifier on the GPU when a device answers (its weights are `cpu`'s), else
+// nullptr and one log line saying why, at warn level when the GPU was asked for explicitly.
+std::shared_ptr<const encoder::PairScorer> load_gpu_verifier(EmbedderConfig::Device device,
+                                                             const std::shared_ptr<const encoder::PairVerifier>& cpu) {
+  if (device == EmbedderConfig::Device::kCpu) return nullptr;
+  std::string why;
+  if (auto gpu = kernels::make_gpu_pair_verifier(cpu, kernels::GpuVerifierOptions{}, &why)) {
+    log::info("cache.verifier", {{"weights", cpu->weights_path()}, {"layers", cpu->layers()}, {"device", "gpu"}});
+    return gpu;
+  }
+  const bool asked = device == EmbedderConfig::Device::kGpu;
+  log::write(asked ? log::Level::kWarn : log::Level::kInfo, "cache.verifier_backend",
+             {{"requested", asked ? "gpu" : "auto"}, {"device", "cpu"}, {"reason", why}});
+  return nullptr;
+}
 
 // Loads the verifier the config asks for; on failure says why (logged once by the caller).
 std::shared_ptr<const encoder::PairScorer> load_verifier(const CacheConfig& config, std::string& problem) {
@@ -22,10 +39,12 @@ std::shared_ptr<const encoder::PairScorer> load_verifier(const CacheConfig& conf
     encoder::PairVerifierOptions o;
     o.precision = config.verifier.precision;
     o.intra_op_threads = config.verifier.intra_op_threads;
-    auto v = encoder::PairVerifier::load(config.verifier.dir, encoder::MiniLMModel::load(choice.dir), o);
-    log::info("cache.verifier", {{"weights", v->weights_path()}, {"layers", v->layers()},
+    std::shared_ptr<const encoder::PairVerifier> v =
+        encoder::PairVerifier::load(config.verifier.dir, encoder::MiniLMModel::load(choice.dir), o);
+    if (auto gpu = load_gpu_verifier(config.verifier.device, v)) return gpu;
+    log::info("cache.verifier", {{"weights", v->weights_path()}, {"layers", v->layers()}, {"device", "cpu"},
                                  {"precision", v->precision()}});
-    return std::shared_ptr<const encoder::PairScorer>(std::move(v));
+    return v;
   } catch (const std::exception& e) {
     problem = e.what();
     return nullptr;

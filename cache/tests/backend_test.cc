@@ -111,6 +111,52 @@ TEST(CacheBackends, NoGpuMinilmFallsBackToCpuWithOneLogLine) {
   }
 }
 
+// The verifier's device: cpu never asks for CUDA; auto and gpu take the GPU verifier when a
+// device answers and otherwise the CPU one, with one line saying why (a warning when gpu was
+// asked for). Either way a pool with a false-hit bound decides through the verifier.
+TEST(CacheBackends, VerifierRunsWhereTheDeviceSettingAndTheHostAllow) {
+  if (!have_model()) GTEST_SKIP() << "MiniLM weights absent at " << model_dir();
+  const std::string verifier_dir = std::string(TIDEGATE_SOURCE_ROOT) + "/" + kDefaultVerifierDir;
+  if (!std::filesystem::exists(verifier_dir + "/verifier.safetensors")) GTEST_SKIP() << "no verifier in " << verifier_dir;
+  std::string why;
+  const bool gpu = tidegate::kernels::gpu_available(&why);
+  for (const auto device : {EmbedderConfig::Device::kCpu, EmbedderConfig::Device::kAuto, EmbedderConfig::Device::kGpu}) {
+    LogCapture log;
+    CacheConfig cfg;
+    cfg.embedder.model_dir = model_dir();
+    cfg.embedder.device = EmbedderConfig::Device::kCpu;
+    cfg.max_false_hit_rate = 0.05;
+    Calibration cal;
+    cal.ok = true;
+    cal.threshold = 0.5;
+    cfg.calibration = cal;
+    cfg.verifier.dir = verifier_dir;
+    cfg.verifier.device = device;
+    cfg.verifier.timeout_s = 10;  // a loaded CI box must not turn this into a timeout
+    Harness h(cfg, nullptr);
+    const auto tiers = h.cache->stats().at("tiers").as_object();
+    const bool on_gpu = gpu && device != EmbedderConfig::Device::kCpu;
+    EXPECT_EQ(tiers.at("verifier").as_string(), on_gpu ? "pair-verifier-gpu" : "pair-verifier")
+        << boost::json::serialize(tiers);
+    const auto fallback = log.events("cache.verifier_backend");
+    if (on_gpu || device == EmbedderConfig::Device::kCpu) {
+      EXPECT_TRUE(fallback.empty());
+    } else {
+      ASSERT_EQ(fallback.size(), 1u);
+      EXPECT_EQ(fallback[0].at("level").as_string(), device == EmbedderConfig::Device::kGpu ? "warn" : "info");
+      EXPECT_FALSE(fallback[0].at("reason").as_string().empty());
+    }
+    const auto chosen = log.events("cache.verifier");
+    ASSERT_EQ(chosen.size(), 1u);
+    EXPECT_EQ(chosen[0].at("device").as_string(), on_gpu ? "gpu" : "cpu");
+    // The verifier decides a lookup: a near-duplicate is a hit with its probability.
+    h.insert_and_wait(h.plan(chat("How do I reset my password?")), "Use the reset link.");
+    const auto r = h.lookup(h.plan(chat("How can I reset my password?")));
+    EXPECT_EQ(r.status, CacheStatus::kHit) << r.similarity << " " << r.probability;
+    EXPECT_GT(r.probability, 0.5f);
+  }
+}
+
 TEST(CacheBackends, CpuDeviceNeverLogsAFallback) {
   LogCapture log;
   EmbedderConfig e;

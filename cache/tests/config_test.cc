@@ -276,7 +276,7 @@ TEST(CacheConfig, VerifierTiers) {
   const auto dir = make_calibration("calib-ok", 2000, 2000);
   auto c = parse("cache:\n  enabled: true\n  max_false_hit_rate: 0.03\n  exact_tier: false\n"
                  "  verifier: {dir: " + dir.string() + ", candidates: 6, floor: 0.75, timeout: 20ms, "
-                 "precision: fp32, intra_op_threads: 2, confidence: 0.9}\n"
+                 "precision: fp32, intra_op_threads: 2, confidence: 0.9, device: gpu}\n"
                  "  models:\n    strict: {max_false_hit_rate: 0.01}\n    cos: {threshold: 0.95}\n");
   EXPECT_FALSE(c->exact_tier);
   EXPECT_EQ(c->verifier.candidates, 6u);
@@ -284,6 +284,7 @@ TEST(CacheConfig, VerifierTiers) {
   EXPECT_DOUBLE_EQ(c->verifier.timeout_s, 0.02);
   EXPECT_EQ(c->verifier.intra_op_threads, 2);
   EXPECT_EQ(c->verifier.precision, encoder::MiniLMPrecision::kFp32);
+  EXPECT_EQ(c->verifier.device, EmbedderConfig::Device::kGpu);
   EXPECT_DOUBLE_EQ(c->verifier.confidence, 0.9);
   ASSERT_TRUE(c->verifier_needed());
   ASSERT_NE(c->calibration_for("any"), nullptr);
@@ -299,6 +300,7 @@ TEST(CacheConfig, VerifierTiers) {
   EXPECT_EQ(d->calibration_for("any"), nullptr);
   EXPECT_EQ(d->verifier.candidates, 4u);
   EXPECT_DOUBLE_EQ(d->verifier.floor, 0.8);
+  EXPECT_EQ(d->verifier.device, EmbedderConfig::Device::kAuto);
 }
 
 TEST(CacheConfig, VerifierErrorsNameKeyAndLine) {
@@ -314,6 +316,7 @@ TEST(CacheConfig, VerifierErrorsNameKeyAndLine) {
       {"cache:\n  verifier:\n    candidates: 0\n", "cache.verifier.candidates", 3, ""},
       {"cache:\n  verifier:\n    floor: 2\n", "cache.verifier.floor", 3, ""},
       {"cache:\n  verifier:\n    timeout: 0s\n", "cache.verifier.timeout", 3, ""},
+      {"cache:\n  verifier:\n    device: tpu\n", "cache.verifier.device", 3, "gpu"},
       {"cache:\n  verifier:\n    layers: 2\n", "cache.verifier.layers", 3, ""},
       {"cache:\n  exact_tier: maybe\n", "cache.exact_tier", 2, ""},
       {"cache:\n  verifier: {dir: " + dir + "}\n  models:\n    m:\n      threshold: 0.9\n      max_false_hit_rate: 0.05\n",

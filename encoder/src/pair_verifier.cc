@@ -150,6 +150,9 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
 }
 
 std::size_t PairVerifier::layers() const { return impl_->weights.layers.size(); }
+const MiniLMWeights& PairVerifier::weights() const { return impl_->weights; }
+const float* PairVerifier::head_weight() const { return impl_->head_weight; }
+float PairVerifier::head_bias() const { return impl_->head_bias; }
 
 PairTokens PairVerifier::encode(std::string_view a, std::string_view b) const {
   const auto& tok = base_->tokenizer();

@@ -36,4 +36,10 @@ std::unique_ptr<encoder::Embedder> make_gpu_minilm_embedder(const std::string&, 
   return nullptr;
 }
 
+std::unique_ptr<encoder::PairScorer> make_gpu_pair_verifier(std::shared_ptr<const encoder::PairVerifier>,
+                                                          const GpuVerifierOptions&, std::string* why) {
+  set(why);
+  return nullptr;
+}
+
 }  // namespace tidegate::kernels

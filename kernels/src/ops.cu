@@ -45,17 +45,18 @@ __device__ void layernorm_row(const float* row_s, int h, const float* gamma, con
   for (int c = threadIdx.x; c < h; c += blockDim.x) out[c] = __float2half_rn((row_s[c] - mean) * inv * gamma[c] + beta[c]);
 }
 
-__global__ void embed_layernorm_kernel(const int* ids, int len, int h, const __half* word, const __half* pos,
-                                       const __half* type0, const float* gamma, const float* beta, float eps,
-                                       __half* out) {
+__global__ void embed_layernorm_kernel(const int* ids, const int* types, int len, int h, const __half* word,
+                                       const __half* pos, const __half* type_table, const float* gamma,
+                                       const float* beta, float eps, __half* out) {
   extern __shared__ float row_s[];
   __shared__ float scratch[32];
   const int token = blockIdx.x;
   const int i = token % len;
   const __half* w = word + static_cast<size_t>(ids[token]) * h;
   const __half* p = pos + static_cast<size_t>(i) * h;
+  const __half* t = type_table + (types ? static_cast<size_t>(types[token]) * h : 0);
   for (int c = threadIdx.x; c < h; c += blockDim.x)
-    row_s[c] = __half2float(w[c]) + __half2float(p[c]) + __half2float(type0[c]);
+    row_s[c] = __half2float(w[c]) + __half2float(p[c]) + __half2float(t[c]);
   __syncthreads();
   layernorm_row(row_s, h, gamma, beta, eps, out + static_cast<size_t>(token) * h, scratch);
 }
@@ -151,11 +152,11 @@ unsigned grid_for(size_t total) {
 
 }  // namespace
 
-void launch_embed_layernorm(const std::int32_t* ids, int batch, int len, int h, const __half* word,
-                            const __half* pos, const __half* type0, const float* gamma, const float* beta,
-                            float eps, __half* out, cudaStream_t stream) {
-  embed_layernorm_kernel<<<batch * len, kRowThreads, h * sizeof(float), stream>>>(ids, len, h, word, pos, type0,
-                                                                                   gamma, beta, eps, out);
+void launch_embed_layernorm(const std::int32_t* ids, const std::int32_t* types, int batch, int len, int h,
+                            const __half* word, const __half* pos, const __half* type_table, const float* gamma,
+                            const float* beta, float eps, __half* out, cudaStream_t stream) {
+  embed_layernorm_kernel<<<batch * len, kRowThreads, h * sizeof(float), stream>>>(
+      ids, types, len, h, word, pos, type_table, gamma, beta, eps, out);
   TG_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,10 +8,11 @@
 
 namespace tidegate::kernels::detail {
 
-// out[b][i] = LayerNorm(word[ids[b][i]] + pos[i] + type0) for batch x len tokens of width h.
-void launch_embed_layernorm(const std::int32_t* ids, int batch, int len, int h, const __half* word,
-                            const __half* pos, const __half* type0, const float* gamma, const float* beta,
-                            float eps, __half* out, cudaStream_t stream);
+// out[b][i] = LayerNorm(word[ids[b][i]] + pos[i] + type_table[types[b][i]]) for batch x len
+// tokens of width h; types null means type 0 everywhere (a single sentence).
+void launch_embed_layernorm(const std::int32_t* ids, const std::int32_t* types, int batch, int len, int h,
+                            const __half* word, const __half* pos, const __half* type_table, const float* gamma,
+                            const float* beta, float eps, __half* out, cudaStream_t stream);
 
 // out[r] = LayerNorm(x[r] + bias + residual[r]); bias may be null; out may alias residual or x.
 void launch_residual_layernorm(const __half* x, const float* bias, const __half* residual, const float* gamma,

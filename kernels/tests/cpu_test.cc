@@ -2,13 +2,16 @@
 // the micro-batcher, and the no-GPU answers of the factories. Runs everywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <thread>
 
 #include "batcher.h"
+#include "pair_segments.h"
 #include "tidegate/kernels/gpu.h"
 #include "tidegate/kernels/half.h"
 #include "tidegate/kernels/reference.h"
@@ -225,7 +228,40 @@ TEST(Factories, AnswerNullWithAReasonWhenTheGpuPathCannotRun) {
   EXPECT_FALSE(why_index.empty());
   EXPECT_EQ(make_gpu_minilm_embedder("/nonexistent", GpuEncoderOptions{}, &why_encoder), nullptr);
   EXPECT_FALSE(why_encoder.empty());
+  std::string why_verifier;
+  EXPECT_EQ(make_gpu_pair_verifier(nullptr, GpuVerifierOptions{}, &why_verifier), nullptr);
+  EXPECT_FALSE(why_verifier.empty());
   std::cout << "no GPU here: " << why << "\n";
+}
+
+// The GPU verifier derives each pair's token types from its ids (the batcher carries ids only);
+// the rule must give exactly what the CPU verifier's encode() assigns, including for texts that
+// spell a special token, which the tokenizer splits into ordinary pieces.
+TEST(PairSegments, DerivedTypesAreThoseOfTheCpuVerifiersEncoding) {
+  const std::string root = TIDEGATE_SOURCE_ROOT;
+  const std::string model_dir = root + "/" + encoder::kDefaultMiniLMDir;
+  const std::string verifier_dir = root + "/cache/verifier/model";
+  if (!std::filesystem::exists(model_dir + "/model.safetensors")) GTEST_SKIP() << "model not unpacked at " << model_dir;
+  if (!std::filesystem::exists(verifier_dir + "/" + encoder::PairVerifier::kWeightsFile))
+    GTEST_SKIP() << "no trained verifier in " << verifier_dir;
+  const auto v = encoder::PairVerifier::load(verifier_dir, encoder::MiniLMModel::load(model_dir));
+  const std::int32_t sep = v->base().tokenizer().sep_id();
+  std::string long_text;
+  for (int i = 0; i < 80; ++i) long_text += "word" + std::to_string(i) + " ";
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"How do I learn Python?", "What is the best way to learn Python?"},
+      {"", ""},
+      {"a [SEP] b", "[SEP] [CLS] [PAD]"},
+      {long_text, "short"},
+      {"short", long_text},
+      {long_text, long_text}};
+  for (const auto& [a, b] : pairs) {
+    const auto t = v->encode(a, b);
+    std::vector<std::int32_t> derived(t.ids.size(), -1);
+    detail::pair_segment_types(t.ids.data(), t.ids.size(), sep, derived.data());
+    EXPECT_EQ(derived, t.types) << a.substr(0, 40) << " | " << b.substr(0, 40);
+    EXPECT_EQ(std::count(t.ids.begin(), t.ids.end(), sep), 2) << "the pair holds exactly its two separators";
+  }
 }
 
 }  // namespace

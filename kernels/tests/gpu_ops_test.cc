@@ -27,29 +27,38 @@ TEST(GpuOps, ResidualLayerNormWithBiasInPlace) {
   expect_close(from_device_half(dres, rows * h), want, 2e-3f, 2e-3f, "residual_layernorm");
 }
 
+// With types null every token adds type row 0 (a single sentence, the embedder); with types
+// each token adds its own row (a sentence pair, the verifier).
 TEST(GpuOps, EmbeddingGatherAndLayerNorm) {
   TG_SKIP_WITHOUT_GPU();
-  const int batch = 3, len = 7, h = 384, vocab = 50;
-  const auto word = random_vector(vocab * h, 1), pos = random_vector(len * h, 2), type0 = random_vector(h, 3);
+  const int batch = 3, len = 7, h = 384, vocab = 50, type_vocab = 2;
+  const auto word = random_vector(vocab * h, 1), pos = random_vector(len * h, 2),
+             type_table = random_vector(type_vocab * h, 3);
   const auto gamma = random_vector(h, 4, 0.5f, 1.5f), beta = random_vector(h, 5);
-  std::vector<std::int32_t> ids(batch * len);
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 13) % vocab);
-  std::vector<float> x(batch * len * h), res(batch * len * h), want(batch * len * h);
-  for (int t = 0; t < batch * len; ++t)
-    for (int c = 0; c < h; ++c) {
-      x[t * h + c] = word[ids[t] * h + c];
-      res[t * h + c] = pos[(t % len) * h + c] + type0[c];
-    }
-  ref::residual_layernorm(x.data(), nullptr, res.data(), gamma.data(), beta.data(), batch * len, h, 1e-12f,
-                          want.data());
-  auto dids = to_device(ids);
-  auto dw = to_device_half(word), dp = to_device_half(pos), dt = to_device_half(type0);
+  std::vector<std::int32_t> ids(batch * len), types(batch * len);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<std::int32_t>((i * 13) % vocab);
+    types[i] = static_cast<std::int32_t>(i % len > 3);  // [CLS] a a [SEP] | b b [SEP]
+  }
+  auto dids = to_device(ids), dtypes = to_device(types);
+  auto dw = to_device_half(word), dp = to_device_half(pos), dt = to_device_half(type_table);
   auto dg = to_device(gamma), db = to_device(beta);
-  detail::DeviceBuffer<__half> out(batch * len * h);
-  detail::launch_embed_layernorm(dids.get(), batch, len, h, dw.get(), dp.get(), dt.get(), dg.get(), db.get(), 1e-12f,
-                                 out.get(), nullptr);
-  TG_CUDA_CHECK(cudaDeviceSynchronize());
-  expect_close(from_device_half(out, batch * len * h), want, 2e-3f, 2e-3f, "embed_layernorm");
+  for (const bool typed : {false, true}) {
+    std::vector<float> x(batch * len * h), res(batch * len * h), want(batch * len * h);
+    for (int t = 0; t < batch * len; ++t)
+      for (int c = 0; c < h; ++c) {
+        x[t * h + c] = word[ids[t] * h + c];
+        res[t * h + c] = pos[(t % len) * h + c] + type_table[(typed ? types[t] : 0) * h + c];
+      }
+    ref::residual_layernorm(x.data(), nullptr, res.data(), gamma.data(), beta.data(), batch * len, h, 1e-12f,
+                            want.data());
+    detail::DeviceBuffer<__half> out(batch * len * h);
+    detail::launch_embed_layernorm(dids.get(), typed ? dtypes.get() : nullptr, batch, len, h, dw.get(), dp.get(),
+                                   dt.get(), dg.get(), db.get(), 1e-12f, out.get(), nullptr);
+    TG_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_close(from_device_half(out, batch * len * h), want, 2e-3f, 2e-3f,
+                 typed ? "embed_layernorm (pair)" : "embed_layernorm");
+  }
 }
 
 TEST(GpuOps, BiasGelu) {

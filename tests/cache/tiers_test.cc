@@ -224,6 +224,7 @@ TEST(CacheTiers, LoadsTheShippedVerifier) {
   cfg.embedder.model_dir = minilm;
   cfg.verifier.dir = dir;
   cfg.verifier.timeout_s = 10;  // a loaded CI box must not turn this into a timeout
+  cfg.verifier.device = EmbedderConfig::Device::kCpu;  // the GPU one: cache/tests/backend_test.cc
   CacheHarness h(cfg);  // the test embedder for vectors, the real verifier for pairs
   const auto tiers = h.cache->stats().at("tiers").as_object();
   ASSERT_EQ(tiers.at("verifier").as_string(), "pair-verifier") << boost::json::serialize(tiers);

@@ -91,7 +91,10 @@ struct VerifierConfig {
   // Folder with verifier.safetensors and calibration.csv. Empty: kDefaultVerifierDir in the
   // working directory, then in the source tree. Resolved by the parser.
   std::string dir;
-  encoder::MiniLMPrecision precision = encoder::MiniLMPrecision::kAuto;
+  // Where it runs, as EmbedderConfig::device: kAuto takes the GPU verifier (kernels/, pairs of
+  // concurrent lookups batched) when a device answers; kGpu warns when it falls back to the CPU.
+  EmbedderConfig::Device device = EmbedderConfig::Device::kAuto;
+  encoder::MiniLMPrecision precision = encoder::MiniLMPrecision::kAuto;  // of the CPU verifier
   double timeout_s = 0.05;   // one lookup's verifier call; past it the lookup is a miss
   int intra_op_threads = 1;  // threads one verifier call may use
   std::size_t candidates = 4;  // top-k from the scope's index...

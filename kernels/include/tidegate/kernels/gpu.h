@@ -1,6 +1,6 @@
 #pragma once
-// The GPU path behind the cache's interfaces: a CUDA flat inner-product index and a CUDA
-// MiniLM encoder. Every factory answers nullptr plus a reason instead of throwing when the GPU
+// The GPU path behind the cache's interfaces: a CUDA flat inner-product index, a CUDA MiniLM
+// encoder and the pair verifier on the same forward pass. Every factory answers nullptr plus a reason instead of throwing when the GPU
 // path cannot run (built without CUDA, no device, no driver, model missing), so the caller can
 // fall back to the CPU implementation with one log line.
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tidegate/encoder/embedder.h"
+#include "tidegate/encoder/pair_verifier.h"
 #include "tidegate/encoder/vector_index.h"
 
 namespace tidegate::kernels {
@@ -63,5 +64,23 @@ struct GpuEncoderOptions {
 std::unique_ptr<encoder::Embedder> make_gpu_minilm_embedder(const std::string& model_dir,
                                                           const GpuEncoderOptions& options,
                                                           std::string* why);
+
+struct GpuVerifierOptions {
+  // Upper bound on pairs run as one forward pass (a lookup brings `candidates` pairs, default 4).
+  std::size_t max_batch = 64;
+  // How long the batcher waits for more concurrent lookups after the first one arrives. Shorter
+  // than the encoder's: a lookup waits for the verifier after it has waited for its embedding.
+  std::size_t max_wait_us = 200;
+};
+
+// The pair verifier (issue 19) on device 0: `cpu`'s weights (its layers, token types and head)
+// uploaded as fp16 and run by the encoder's kernels with each pair's token types; the [CLS] row
+// goes through the head on the host in double, as on the CPU. Concurrent verify() calls are
+// batched into one forward pass. `cpu` keeps tokenising (on the caller's thread) and its word
+// and position embeddings are the base model's. name() is "pair-verifier-gpu". verify() is
+// thread-safe and throws std::runtime_error when the deadline passes first (the cache then
+// misses: fail open).
+std::unique_ptr<encoder::PairScorer> make_gpu_pair_verifier(std::shared_ptr<const encoder::PairVerifier> cpu,
+                                                          const GpuVerifierOptions& options, std::string* why);
 
 }  // namespace tidegate::kernels
