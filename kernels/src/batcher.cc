@@ -5,8 +5,9 @@
 
 namespace tidegate::kernels::detail {
 
-MicroBatcher::MicroBatcher(std::size_t max_batch, std::chrono::microseconds max_wait, std::size_t dim, RunFn run)
-    : max_batch_(max_batch ? max_batch : 1), max_wait_(max_wait), dim_(dim), run_(std::move(run)),
+MicroBatcher::MicroBatcher(std::size_t max_batch, std::chrono::microseconds max_wait, std::size_t dim, RunFn run,
+                           std::string what)
+    : max_batch_(max_batch ? max_batch : 1), max_wait_(max_wait), dim_(dim), run_(std::move(run)), what_(std::move(what)),
       thread_([this] { loop(); }) {}
 
 MicroBatcher::~MicroBatcher() {
@@ -27,14 +28,14 @@ std::vector<float> MicroBatcher::submit(std::vector<TokenIds> seqs, std::chrono:
   auto fut = req->done.get_future();
   {
     std::lock_guard lock(mu_);
-    if (stop_) throw std::runtime_error("gpu encoder is shutting down");
+    if (stop_) throw std::runtime_error(what_ + " is shutting down");
     queued_seqs_ += req->seqs.size();
     queue_.push_back(req);
   }
   cv_.notify_all();
   // The request stays owned by the queue too, so a late result after our deadline is harmless.
   if (fut.wait_until(deadline) != std::future_status::ready)
-    throw std::runtime_error("gpu encoder: deadline passed before the batch finished");
+    throw std::runtime_error(what_ + ": deadline passed before the batch finished");
   return fut.get();
 }
 
@@ -65,7 +66,7 @@ void MicroBatcher::loop() {
     run_batch(batch);
     lock.lock();
   }
-  for (auto& req : queue_) req->done.set_exception(std::make_exception_ptr(std::runtime_error("gpu encoder stopped")));
+  for (auto& req : queue_) req->done.set_exception(std::make_exception_ptr(std::runtime_error(what_ + " stopped")));
   queue_.clear();
 }
 
@@ -87,7 +88,7 @@ void MicroBatcher::run_batch(std::vector<std::shared_ptr<Request>>& batch) {
       stats_.expired += late.size();
     }
     for (auto& req : late)
-      req->done.set_exception(std::make_exception_ptr(std::runtime_error("gpu encoder: deadline passed while queued")));
+      req->done.set_exception(std::make_exception_ptr(std::runtime_error(what_ + ": deadline passed while queued")));
   }
   std::vector<const TokenIds*> all;
   for (const auto& req : live)
@@ -102,7 +103,7 @@ void MicroBatcher::run_batch(std::vector<std::shared_ptr<Request>>& batch) {
       const std::vector<const TokenIds*> chunk(all.begin() + static_cast<std::ptrdiff_t>(begin),
                                                all.begin() + static_cast<std::ptrdiff_t>(end));
       std::vector<float> out = run_(chunk);
-      if (out.size() != chunk.size() * dim_) throw std::runtime_error("gpu encoder returned a wrong-sized batch");
+      if (out.size() != chunk.size() * dim_) throw std::runtime_error(what_ + " returned a wrong-sized batch");
       rows.insert(rows.end(), out.begin(), out.end());
       ++batches;
     }

@@ -11,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,7 +29,9 @@ class MicroBatcher final {
     std::uint64_t expired = 0;  // requests dropped because their deadline passed while queued
   };
 
-  MicroBatcher(std::size_t max_batch, std::chrono::microseconds max_wait, std::size_t dim, RunFn run);
+  // `what` names the batcher in its errors ("gpu encoder", "gpu verifier").
+  MicroBatcher(std::size_t max_batch, std::chrono::microseconds max_wait, std::size_t dim, RunFn run,
+               std::string what = "gpu encoder");
   MicroBatcher(const MicroBatcher&) = delete;
   MicroBatcher& operator=(const MicroBatcher&) = delete;
   // Fails whatever is still queued, then joins the thread.
@@ -53,6 +56,7 @@ class MicroBatcher final {
   const std::chrono::microseconds max_wait_;
   const std::size_t dim_;
   const RunFn run_;
+  const std::string what_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Request>> queue_;

@@ -25,7 +25,8 @@ class GpuPairVerifier final : public encoder::PairScorer {
       : cpu_(std::move(cpu)),
         engine_(std::make_unique<detail::GpuBert>(cpu_->weights())),
         batcher_(options.max_batch, std::chrono::microseconds(options.max_wait_us), 1,
-                 [this](const std::vector<const detail::TokenIds*>& seqs) { return probabilities(seqs); }) {}
+                 [this](const std::vector<const detail::TokenIds*>& seqs) { return probabilities(seqs); },
+                 "gpu verifier") {}
 
   std::vector<float> verify(std::string_view query, const std::vector<std::string>& candidates,
                             std::chrono::steady_clock::time_point deadline) const override {
