@@ -345,6 +345,12 @@ def request_seeds():
     a(("comment", '{"model":"m"/*c*/}'))
     a(("truncated", '{"model":"m","messages":[{"role":"user","content":"hi'))
     a(("empty", ""))
+    # K10: include_usage added to a body whose numbers a round trip through Boost.JSON changes.
+    so = '"stream":true,"stream_options":{"x":%s}}'
+    a(("k10 rewrite long mantissa", '{"model":"m","messages":[{}],' + so % ("9" * 74 + "1")))
+    a(("k10 rewrite nan", '{"model":"m","messages":[{}],"w":0e214748,' + so % "1e400"))
+    a(("k10 rewrite repeated keys", '{"model":"m","messages":[{}],"stream":true,"stream_options":{"include_usage":true},'
+                                    '"stream_options":{"include_usage":null,"x":0.1,"include_usage":false}}'))
     return s
 
 

@@ -149,6 +149,15 @@ def read_pairs(path):
         return [(r["question1"], r["question2"], int(r["is_duplicate"])) for r in csv.DictReader(f)]
 
 
+def read_cosines(path, rows):
+    """One float per line, the cosine of each --train row's two questions, in file order."""
+    with open(path) as f:
+        values = [float(line) for line in f if line.strip()]
+    if len(values) != rows:
+        raise SystemExit(f"{path}: {len(values)} cosines for {rows} training rows")
+    return values
+
+
 def held_out(q):
     return int(hashlib.sha256(q.strip().lower().encode()).hexdigest()[:8], 16) % 20 == 0
 
@@ -206,6 +215,11 @@ def main():
     ap.add_argument("--skip", type=int, default=0, help="leave out the first N training items (before --limit)")
     ap.add_argument("--init", default="", help="start from this verifier.safetensors (continue a run)")
     ap.add_argument("--max-seconds", type=float, default=0, help="stop training after this long (then evaluate and write)")
+    ap.add_argument("--pair-cosines", default="",
+                    help="one MiniLM cosine per row of --train (pair_cosines.py); with --min-cosine, train only on "
+                         "the pairs the cache would ask the verifier about")
+    ap.add_argument("--min-cosine", type=float, default=-1.0,
+                    help="train on pairs at or above this cosine (the cache's verifier.floor minus a margin)")
     args = ap.parse_args()
 
     started = time.time()
@@ -217,13 +231,18 @@ def main():
 
     pt = PairTokenizer(args.minilm, args.max_tokens)
     pairs = read_pairs(args.train)
-    train, hold = [], []
-    for a, b, y in pairs:
+    cosines = read_cosines(args.pair_cosines, len(pairs)) if args.pair_cosines else None
+    train, hold, hold_in_use = [], [], []
+    for i, (a, b, y) in enumerate(pairs):
         ta, tb = pt.pieces(a), pt.pieces(b)
-        dest = hold if held_out(a) or held_out(b) else train
-        dest.append((*pt.pair(ta, tb), y))
-        if dest is train:
-            dest.append((*pt.pair(tb, ta), y))
+        in_use = cosines is None or cosines[i] >= args.min_cosine
+        if held_out(a) or held_out(b):
+            hold.append((*pt.pair(ta, tb), y))
+            if in_use:
+                hold_in_use.append(hold[-1])
+        elif in_use:
+            train.append((*pt.pair(ta, tb), y))
+            train.append((*pt.pair(tb, ta), y))
     train = train[args.skip:]
     if args.limit:
         train = train[:args.limit]
@@ -262,9 +281,16 @@ def main():
     model = model.cpu()
     metrics = evaluate(model, hold)
     print("held out:", metrics, flush=True)
+    if cosines is not None:
+        # The figure that matters for a verifier the cache consults only above its floor.
+        metrics["at_or_above_min_cosine"] = evaluate(model, hold_in_use)
+        metrics["min_cosine"] = args.min_cosine
+        print("held out, at or above --min-cosine:", metrics["at_or_above_min_cosine"], flush=True)
 
     os.makedirs(args.out, exist_ok=True)
-    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init")}
+    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init", "pair_cosines")}
+    if args.pair_cosines:
+        hp["pair_cosines_sha256"] = sha256(args.pair_cosines)
     hp["steps_done"] = step
     if args.init:
         hp["init_sha256"] = sha256(args.init)

@@ -5,7 +5,6 @@
 #include "tidegate/gateway/gateway.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace tidegate::gateway {
 namespace json = boost::json;
@@ -60,49 +59,24 @@ json::value parse_body(std::string_view body, json::error_code& ec) {
   return parser.release();
 }
 
-// True when every number in `v` is finite. boost::json reads a number past a double's range
-// (1e400; even 0e214748) as inf or NaN, and writes those back as text no JSON parser accepts.
-bool numbers_finite(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::double_:
-      return std::isfinite(v.get_double());
-    case json::kind::array:
-      return std::all_of(v.get_array().begin(), v.get_array().end(), numbers_finite);
-    case json::kind::object:
-      return std::all_of(v.get_object().begin(), v.get_object().end(),
-                         [](const json::key_value_pair& kv) { return numbers_finite(kv.value()); });
-    default:
-      return true;
-  }
-}
-
-// Writes `body` with stream_options.include_usage set to true. Edits the text where the change
-// is local (no stream_options, or a null or empty one), so the client's bytes otherwise pass
-// untouched; re-serialises through a DOM in the rare remaining cases (the one already built for
-// filters, when there is one). On failure returns what the client is told: boost::json rejected
-// a body the scan accepted, or the body holds a number it cannot write back.
-std::optional<std::string> add_include_usage(std::string_view body, const RequestFacts& f, const json::value* dom,
-                                             std::string& out) {
-  constexpr std::string_view kOptions = R"({"include_usage":true})";
+// Writes `body` with stream_options.include_usage set to true by editing the text in one place,
+// so every other byte of the client's body passes untouched. Re-serialising through a DOM would
+// not: Boost.JSON 1.81 reads a number of more than 17 digits to within an ulp, not exactly, and
+// writes 1e400 back as text no parser accepts (both found by fuzz_request_scan). With repeated
+// keys the last stream_options and its last include_usage are edited: the ones the scan records,
+// Boost.JSON keeps and a last-key-wins parser upstream reads.
+void add_include_usage(std::string_view body, const RequestFacts& f, std::string& out) {
   const auto& so = f.stream_options;
-  out.clear();
-  if (so.occurrences == 0) {
-    out.append(body.substr(0, f.object_end)).append(R"(,"stream_options":)").append(kOptions).append(body.substr(f.object_end));
-    return std::nullopt;
-  }
-  if (so.occurrences == 1 && (so.kind == JsonKind::kNull || (so.kind == JsonKind::kObject && so.size == 0))) {
-    out.append(body.substr(0, so.begin)).append(kOptions).append(body.substr(so.end));
-    return std::nullopt;
-  }
-  json::error_code ec;
-  auto copy = dom ? json::value(*dom, json::storage_ptr()) : json::parse(body, ec);
-  if (ec || !copy.is_object()) return "request body is not valid JSON";
-  if (!numbers_finite(copy)) return "request body holds a number outside the range of a double";
-  auto& options = copy.get_object()["stream_options"];
-  if (!options.is_object()) options = json::object();
-  options.get_object()["include_usage"] = true;
-  out = json::serialize(copy);
-  return std::nullopt;
+  const auto& iu = f.include_usage;
+  auto splice = [&](std::size_t begin, std::size_t end, std::string_view text) {
+    out.clear();
+    out.append(body.substr(0, begin)).append(text).append(body.substr(end));
+  };
+  if (so.occurrences == 0) return splice(f.object_end, f.object_end, R"(,"stream_options":{"include_usage":true})");
+  if (so.kind != JsonKind::kObject || so.size == 0) return splice(so.begin, so.end, R"({"include_usage":true})");
+  // so.begin is the object's '{'; it has members, so the new one goes first with a comma.
+  if (iu.occurrences == 0) return splice(so.begin + 1, so.begin + 1, R"("include_usage":true,)");
+  splice(iu.begin, iu.end, "true");
 }
 
 }  // namespace
@@ -191,10 +165,7 @@ std::optional<ApiError> parse_request(Endpoint endpoint, std::string_view body, 
   out.client_body = body;
   if (out.stream && !out.client_wants_usage) {
     // The gateway always learns token counts; the extra usage chunk is stripped later.
-    // The scan and boost::json agree on what is valid (ParseRequest.ScanAgreesWithFullParse);
-    // should they ever not, boost::json, the parser the rewrite needs, has the last word.
-    if (auto why = add_include_usage(body, f, out.json.get(), out.rewritten_body))
-      return api_error(Failure::kInvalidJson, *why);
+    add_include_usage(body, f, out.rewritten_body);
     out.usage_injected = true;
   }
   return std::nullopt;

@@ -76,27 +76,42 @@ TEST(ParseRequest, ForwardsUntouchedUnlessUsageNeeded) {
   EXPECT_EQ(p.upstream_body(), asked);
 }
 
-// Found by fuzz_request_scan: a request whose stream_options must be rewritten through the DOM,
-// holding a number boost::json reads as inf or NaN, was forwarded as text no parser accepts
-// ("NaN"). It is refused as invalid JSON instead, with and without the DOM.
-TEST(ParseRequest, NumbersOutsideADoubleAreRefusedWhenTheBodyIsRewritten) {
-  for (const char* number : {"1e400", "-1e400", "0e214748"}) {
-    const std::string body = std::string(R"({"model":"m","messages":[{"role":"user","content":"x"}],"x_weight":)") + number +
-                             R"(,"stream":true,"stream_options":{"continuous_usage_stats":false}})";
+// include_usage is added by editing the client's text in one place, so every other byte passes
+// as sent. Found by fuzz_request_scan: the earlier rewrite through Boost.JSON's DOM forwarded
+// 0e214748 as "NaN" (no parser accepts it) and moved a 75-digit number by one ulp. Each case is
+// the client's body and exactly what goes upstream, with and without the DOM.
+TEST(ParseRequest, UsageIsAddedByEditingTheTextInOnePlace) {
+  const std::string head = R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":true)";
+  const std::string big = "999999999999999999999999999999999999999999999999999999999999999999999999991";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {head + "}", head + R"(,"stream_options":{"include_usage":true}})"},
+      {head + R"(,"stream_options":null})", head + R"(,"stream_options":{"include_usage":true}})"},
+      {head + R"(,"stream_options": { } })", head + R"(,"stream_options": {"include_usage":true} })"},
+      {head + R"(,"stream_options":{"x":)" + big + "}}", head + R"(,"stream_options":{"include_usage":true,"x":)" + big + "}}"},
+      {head + R"(,"x_weight":1e400,"stream_options":{"continuous_usage_stats":false}})",
+       head + R"(,"x_weight":1e400,"stream_options":{"include_usage":true,"continuous_usage_stats":false}})"},
+      {head + R"(,"w":0e214748,"stream_options":{"include_usage":false, "x":1.50}})",
+       head + R"(,"w":0e214748,"stream_options":{"include_usage":true, "x":1.50}})"},
+      // Repeated keys: the last stream_options and its last include_usage are the ones read.
+      {head + R"(,"stream_options":{"include_usage":true},"stream_options":{"include_usage":null,"include_usage":false}})",
+       head + R"(,"stream_options":{"include_usage":true},"stream_options":{"include_usage":null,"include_usage":true}})"},
+      {head + R"(,"stream_options":{"include_usage":true},"stream_options":null})",
+       head + R"(,"stream_options":{"include_usage":true},"stream_options":{"include_usage":true}})"},
+  };
+  for (const auto& [body, want] : cases) {
     for (const bool dom : {true, false}) {
       ParsedRequest p;
-      const auto error = parse_request(Endpoint::kChat, body, p, dom);
-      ASSERT_TRUE(error) << number << (dom ? " with" : " without") << " the DOM: forwarded " << p.upstream_body();
-      EXPECT_EQ(error->code, "invalid_json") << number;
-      EXPECT_NE(error->message.find("outside the range of a double"), std::string::npos) << error->message;
+      ASSERT_FALSE(parse_request(Endpoint::kChat, body, p, dom)) << body;
+      EXPECT_TRUE(p.usage_injected) << body;
+      EXPECT_EQ(p.upstream_body(), want) << (dom ? "with" : "without") << " the DOM";
+    }
+    // What a last-key-wins parser reads upstream: include_usage is true.
+    json::error_code ec;
+    const auto up = json::parse(want, ec);
+    if (!ec) {
+      EXPECT_TRUE(up.as_object().at("stream_options").at("include_usage").as_bool()) << want;
     }
   }
-  // Finite numbers still pass through the same rewrite.
-  ParsedRequest p;
-  const std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"x_weight":1e300,"stream":true,"stream_options":{"continuous_usage_stats":false}})";
-  ASSERT_FALSE(parse_request(Endpoint::kChat, body, p, true));
-  EXPECT_TRUE(p.usage_injected);
-  EXPECT_TRUE(json::parse(p.upstream_body()).as_object().at("stream_options").at("include_usage").as_bool());
 }
 
 TEST(ConstantTimeEqual, Basics) {
