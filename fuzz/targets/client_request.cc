@@ -196,8 +196,14 @@ void check_same(const Conn& a, const Conn& b, std::string_view input, const char
   // Beast fails fast on a bad start line only on its first look at a head (skip_ == 0); after a
   // need_more it waits for the whole head. So the same bad head can read as "partial" (the
   // client never finished it) with one cut and as its error with another; both refuse it.
-  FUZZ_CHECK(a.error == b.error || a.error == "partial" || b.error == "partial", "the error depends on the reads",
-             a.error, b.error);
+  // Likewise a head that is both malformed and at the header limit: which of the two Beast
+  // reports depends on how much of it one read held (a 300 s run's find: "bad line ending" in
+  // one read, "header limit exceeded" in several). Both refuse the head and close.
+  const std::string limit = http::make_error_code(http::error::header_limit).message();
+  const bool both_refuse_at_the_limit =
+      (a.error == limit && !b.error.empty()) || (b.error == limit && !a.error.empty());
+  FUZZ_CHECK(a.error == b.error || a.error == "partial" || b.error == "partial" || both_refuse_at_the_limit,
+             "the error depends on the reads", a.error, b.error);
 }
 
 }  // namespace
