@@ -151,8 +151,13 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
 
 std::size_t PairVerifier::layers() const { return impl_->weights.layers.size(); }
 const MiniLMWeights& PairVerifier::weights() const { return impl_->weights; }
-const float* PairVerifier::head_weight() const { return impl_->head_weight; }
-float PairVerifier::head_bias() const { return impl_->head_bias; }
+
+float PairVerifier::probability_from_cls(const float* cls) const {
+  double logit = impl_->head_bias;
+  for (std::size_t h = 0; h < impl_->weights.config.hidden; ++h)
+    logit += static_cast<double>(cls[h]) * impl_->head_weight[h];
+  return static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
+}
 
 PairTokens PairVerifier::encode(std::string_view a, std::string_view b) const {
   const auto& tok = base_->tokenizer();
@@ -206,11 +211,7 @@ std::vector<float> PairVerifier::score(const std::vector<PairTokens>& pairs,
                                 impl_->pool.get());
   const std::size_t H = impl_->weights.config.hidden;
   std::vector<float> out(pairs.size());
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    double logit = impl_->head_bias;
-    for (std::size_t h = 0; h < H; ++h) logit += static_cast<double>(cls[i * H + h]) * impl_->head_weight[h];
-    out[i] = static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
-  }
+  for (std::size_t i = 0; i < pairs.size(); ++i) out[i] = probability_from_cls(cls.data() + i * H);
   return out;
 }
 

@@ -68,7 +68,7 @@ GpuBert::~GpuBert() {
 
 std::vector<float> GpuBert::mean_pooled(const std::vector<const TokenIds*>& seqs, std::int32_t pad_id) {
   const int b = static_cast<int>(seqs.size());
-  const int len = forward(seqs, pad_id, nullptr);
+  const int len = forward(seqs, pad_id, std::nullopt);
   cudaStream_t s = stream_.get();
   launch_mean_pool_l2(x_.get(), lengths_.get(), b, len, static_cast<int>(cfg_.hidden), pooled_.get(), s);
   std::vector<float> out(static_cast<std::size_t>(b) * cfg_.hidden);
@@ -79,13 +79,7 @@ std::vector<float> GpuBert::mean_pooled(const std::vector<const TokenIds*>& seqs
 
 std::vector<float> GpuBert::first_rows_of_pairs(const std::vector<const TokenIds*>& seqs, std::int32_t pad_id,
                                                 std::int32_t sep_id) {
-  std::size_t max_len = 1;
-  for (const auto* q : seqs) max_len = std::max(max_len, q->size());
-  max_len = std::min(max_len, cfg_.max_position);
-  std::vector<std::int32_t> types(seqs.size() * max_len, 0);
-  for (std::size_t i = 0; i < seqs.size(); ++i)
-    pair_segment_types(seqs[i]->data(), std::min(seqs[i]->size(), max_len), sep_id, types.data() + i * max_len);
-  const int len = forward(seqs, pad_id, &types);
+  const int len = forward(seqs, pad_id, sep_id);
   // The [CLS] rows are every len-th row of x_: one strided copy, converted on the host (a few
   // hundred values; the head that reads them runs on the host in double).
   const std::size_t b = seqs.size(), h = cfg_.hidden;
@@ -100,7 +94,7 @@ std::vector<float> GpuBert::first_rows_of_pairs(const std::vector<const TokenIds
 }
 
 int GpuBert::forward(const std::vector<const TokenIds*>& seqs, std::int32_t pad_id,
-                     const std::vector<std::int32_t>* types) {
+                     std::optional<std::int32_t> pair_sep) {
   if (!blas_) {  // created lazily so the handle belongs to the thread that uses it
     check_cublas(cublasCreate(&blas_), "cublasCreate");
     check_cublas(cublasSetStream(blas_, stream_.get()), "cublasSetStream");
@@ -110,25 +104,25 @@ int GpuBert::forward(const std::vector<const TokenIds*>& seqs, std::int32_t pad_
   for (const auto* q : seqs) max_len = std::max(max_len, q->size());
   max_len = std::min(max_len, cfg_.max_position);
   const int len = static_cast<int>(max_len);
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(b) * len, pad_id), lengths(b);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(b) * len, pad_id), lengths(b), types;
+  if (pair_sep) types.assign(ids.size(), 0);
   for (int i = 0; i < b; ++i) {
-    const std::size_t n = std::min(seqs[i]->size(), max_len);
-    std::copy_n(seqs[i]->begin(), n, ids.begin() + static_cast<std::ptrdiff_t>(i) * len);
+    const std::size_t n = std::min(seqs[i]->size(), max_len), row = static_cast<std::size_t>(i) * len;
+    std::copy_n(seqs[i]->begin(), n, ids.begin() + static_cast<std::ptrdiff_t>(row));
+    if (pair_sep) pair_segment_types(seqs[i]->data(), n, *pair_sep, types.data() + row);
     lengths[i] = static_cast<std::int32_t>(n);
   }
   reserve(static_cast<std::size_t>(b), max_len);
   cudaStream_t s = stream_.get();
   TG_CUDA_CHECK(cudaMemcpyAsync(ids_.get(), ids.data(), ids.size() * 4, cudaMemcpyHostToDevice, s));
   TG_CUDA_CHECK(cudaMemcpyAsync(lengths_.get(), lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice, s));
-  if (types) {
-    if (types->size() != ids.size()) throw std::invalid_argument("gpu bert: token types do not match the batch");
-    TG_CUDA_CHECK(cudaMemcpyAsync(types_.get(), types->data(), types->size() * 4, cudaMemcpyHostToDevice, s));
-  }
+  if (pair_sep)
+    TG_CUDA_CHECK(cudaMemcpyAsync(types_.get(), types.data(), types.size() * 4, cudaMemcpyHostToDevice, s));
 
   const int h = static_cast<int>(cfg_.hidden), inter = static_cast<int>(cfg_.intermediate);
   const int heads = static_cast<int>(cfg_.heads), hd = h / heads, rows = b * len;
   const float eps = cfg_.layer_norm_eps, scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  launch_embed_layernorm(ids_.get(), types ? types_.get() : nullptr, b, len, h, word_.get(), pos_.get(),
+  launch_embed_layernorm(ids_.get(), pair_sep ? types_.get() : nullptr, b, len, h, word_.get(), pos_.get(),
                          types_table_.get(), emb_g_.get(), emb_b_.get(), eps, x_.get(), s);
   for (const Layer& l : layers_) {
     gemm(x_.get(), l.qkv_w.get(), rows, 3 * h, h, qkv_.get());

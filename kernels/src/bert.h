@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "batcher.h"
@@ -38,9 +39,10 @@ class GpuBert final {
     DeviceBuffer<float> qkv_b, out_b, ln1_g, ln1_b, ffn_in_b, ffn_out_b, ln2_g, ln2_b;
   };
 
-  // Pads the batch, uploads ids (and types when given) and runs embeddings and every layer;
-  // the last hidden states are then in x_ as [batch][len][hidden]. Returns len.
-  int forward(const std::vector<const TokenIds*>& seqs, std::int32_t pad_id, const std::vector<std::int32_t>* types);
+  // Pads the batch, uploads ids (and, for pairs split at pair_sep, their token types) and runs
+  // embeddings and every layer; the last hidden states are then in x_ as [batch][len][hidden].
+  // Returns len.
+  int forward(const std::vector<const TokenIds*>& seqs, std::int32_t pad_id, std::optional<std::int32_t> pair_sep);
   void reserve(std::size_t b, std::size_t len);
   void gemm(const __half* x, const __half* w, int m, int n, int k, __half* y);
   void attention_scores(int count, int len, int hd);

@@ -1,7 +1,6 @@
 // The pair verifier on the GPU: the CPU verifier's tensors on the shared BERT forward pass
 // (bert.h), each pair with its token types, the [CLS] row through the linear head on the host.
 // Concurrent lookups' pairs are gathered by a micro-batcher into one pass.
-#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,13 +46,8 @@ class GpuPairVerifier final : public encoder::PairScorer {
     const auto& tok = cpu_->base().tokenizer();
     const auto cls = engine_->first_rows_of_pairs(seqs, tok.pad_id(), tok.sep_id());
     const std::size_t h = engine_->hidden();
-    const float* w = cpu_->head_weight();
     std::vector<float> out(seqs.size());
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      double logit = cpu_->head_bias();
-      for (std::size_t d = 0; d < h; ++d) logit += static_cast<double>(cls[i * h + d]) * w[d];
-      out[i] = static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
-    }
+    for (std::size_t i = 0; i < seqs.size(); ++i) out[i] = cpu_->probability_from_cls(cls.data() + i * h);
     return out;
   }
 

@@ -71,11 +71,12 @@ class PairVerifier final : public PairScorer {
 
   std::size_t layers() const;
   std::size_t max_tokens() const { return max_tokens_; }
-  // The loaded tensors as fp32 (config.layers is the verifier's own count) and the head, for the
-  // GPU path in kernels/ to upload exactly what runs here. Valid as long as this object.
+  // The loaded tensors as fp32 (config.layers is the verifier's own count), for the GPU path in
+  // kernels/ to upload exactly what runs here. Valid as long as this object.
   const MiniLMWeights& weights() const;
-  const float* head_weight() const;  // [hidden]
-  float head_bias() const;
+  // The head: P(match) from one pair's [CLS] vector after the last layer (hidden floats), summed
+  // in double. score() uses it; so does the GPU path, on the rows it computes.
+  float probability_from_cls(const float* cls) const;
   const MiniLMModel& base() const { return *base_; }
   // The arithmetic its dense layers run ("fp32" or "bf16").
   const char* precision() const { return precision_; }
