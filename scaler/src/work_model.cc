@@ -15,6 +15,7 @@ constexpr double kMinTtftSamples = 20; // fewer first tokens in the window: no a
 constexpr double kSizeMemoryS = 900;   // time constant of the prompt-size moments
 constexpr double kDemandPrecision = 0.1;  // relative standard error the long window aims for
 constexpr double kMaxDemandWindowS = 600; // ... but it never averages over more than this
+constexpr double kMinAdmitted = 20;       // fewer requests admitted in the long window: no hold time yet
 
 std::string num(double v, int decimals = 2) {
   char buf[48];
@@ -30,8 +31,14 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const Signals& s = in.signals;
   const double dt = st.prev_t >= 0 ? std::max(0.0, in.t - st.prev_t) : 1.0;
   if (s.arrivals && s.arrival_prompt_tokens) {
-    st.work.push_back({in.t, dt, std::max(0.0, *s.arrivals), std::max(0.0, *s.arrival_prompt_tokens),
-                       s.prefix_hit_ratio});
+    PolicyState::WorkSample w{in.t, dt, std::max(0.0, *s.arrivals), std::max(0.0, *s.arrival_prompt_tokens),
+                              s.prefix_hit_ratio};
+    if (s.in_flight && s.ttft_total) {
+      w.in_flight_s = std::max(0.0, *s.in_flight) * dt;
+      w.admitted = std::max(0.0, *s.ttft_total);
+      w.slots_known = true;
+    }
+    st.work.push_back(w);
     st.last_work_t = in.t;
     if (s.arrival_prompt_sizes) {
       const double keep = std::exp(-dt / kSizeMemoryS);
@@ -147,23 +154,34 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     base_hard = std::max(base_hard, c_kv);
     if (c_kv > base) base = c_kv, bound = "KV";
   }
+  const auto tiers = usable_tiers(cfg, cold_start_s);
+  // Replicas asked for now arrive a cold start from now (a standby tier's promotion, when there
+  // is one): work already waiting is drained within that time (or the TTFT budget, if longer).
+  const double arrive_s = tiers.empty() ? cold_start_s : cfg.tiers[tiers.front()].promotion_s;
+  const double drain_s = std::max(tau, arrive_s);
   if (cap.max_in_flight && *cap.max_in_flight > 0 && s.in_flight) {
-    // Requests hold a gateway slot for their whole generation (Little's law: rate x duration);
-    // what waits in the queue is the backlog's business, below.
-    const int c_slots = ceil_count(*s.in_flight / (*cap.max_in_flight * cap.in_flight_target));
+    // Requests hold a slot for their whole generation. The slots in use cannot show a demand
+    // beyond the slots there are: a fleet short of slots has them all busy and a queue behind.
+    // The demand is the arrival rate times the time a request holds a slot (Little's law, the
+    // hold measured as slot-seconds per request admitted over the long window), and the
+    // requests queued for a slot are drained within a cold start, as the prefill backlog is.
+    double slots = *s.in_flight;
+    if (wl.admitted >= kMinAdmitted && x > 0) {
+      const double hold_s = wl.in_flight_s / wl.admitted;
+      slots = std::max(slots, d_now / x * hold_s + s.queue.value_or(0) * hold_s / drain_s);
+    }
+    const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
     base_hard = std::max(base_hard, c_slots);
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
-  const auto tiers = usable_tiers(cfg, cold_start_s);
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
     // Work already waiting: replicas asked for now arrive a cold start from now (a standby
     // tier's promotion, when there is one), so they are sized to drain it within that time
     // (or the TTFT budget, if longer) on top of the load; sizing them to drain it within the
     // budget would start dozens that come too late. With a standby tier the backlog is what
     // wakes it at once, rather than the demand windows a few seconds later.
-    const double arrive_s = tiers.empty() ? cold_start_s : cfg.tiers[tiers.front()].promotion_s;
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
-    const int c_backlog = ceil_count(d + backlog_s / std::max(tau, arrive_s));
+    const int c_backlog = ceil_count(d + backlog_s / drain_s);
     base_hard = std::max(base_hard, c_backlog);
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }

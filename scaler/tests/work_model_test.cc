@@ -450,6 +450,39 @@ TEST(WorkModel, ABacklogIsDrainedByWhatArrivesSoonest) {
   EXPECT_GT(warm.desired + warm.desired_tiers[0], cold.desired);
 }
 
+TEST(WorkModel, SlotsAreDemandedAtTheArrivalRateTimesTheHoldTime) {
+  // 10 req/s of short prompts (0.1 replicas of prefill load) on 2 replicas whose 32 slots are
+  // all busy: requests hold a slot 20 s (64 in flight, 3.2 admitted a second), so the demand is
+  // 10 x 20 = 200 slots, 7 replicas at 90% of 32, though the slots in use show only 64 (3).
+  // Requests queued for a slot are drained within the 60 s cold start: 300 more x 20 s / 60 s.
+  auto cfg = work_config();
+  cfg.capacity.max_in_flight = 32;
+  auto run = [&](double queued, bool admissions_known) {
+    PolicyState st;
+    Decision d;
+    for (int t = 0; t < 120; ++t) {
+      auto in = tick(t, 10, 100, 2);
+      in.signals.in_flight = 64;
+      in.signals.queue = t == 119 ? queued : 0;
+      if (admissions_known) {
+        in.signals.ttft_total = 3.2;
+        in.signals.ttft_met = 3.2;
+      } else {
+        in.signals.ttft_total.reset();
+        in.signals.ttft_met.reset();
+      }
+      d = decide(cfg, st, in);
+    }
+    return d;
+  };
+  const auto steady = run(0, true);
+  EXPECT_EQ(steady.desired, 7) << steady.reason;
+  EXPECT_NE(steady.reason.find("in-flight slots"), std::string::npos) << steady.reason;
+  EXPECT_EQ(run(300, true).desired, 11);  // (200 + 100) / 28.8
+  // Without admissions there is no hold time: the slots in use are all the policy sees.
+  EXPECT_EQ(run(300, false).desired, 3);
+}
+
 TEST(WorkModel, TargetTrackingStillCombinesWhenConfigured) {
   auto cfg = work_config();
   cfg.targets.concurrency_per_replica = 4;
