@@ -67,9 +67,10 @@ TEST_P(MiniLMOpsAttend, MatchesDoublePrecisionLoops) {
 }
 
 // The pair verifier's last layer asks for the first query rows only: they must be the values the
-// whole head gives them, and the rows not asked for are not written. Up to 64 tokens (the
-// register-tiled path) they are the very same floats; past it OpenBLAS picks its kernels by the
-// row count, so they agree to fp32 rounding.
+// whole head gives them, and the rows not asked for are not written. On the register-tiled path
+// (up to 64 tokens, a head of whole 16-lane blocks) they are the very same floats; elsewhere
+// OpenBLAS's sgemm runs, which picks its kernels by the row count (past 64 tokens everywhere; on
+// some CPUs at any length), so they agree to fp32 rounding.
 TEST_P(MiniLMOpsAttend, FirstRowsAreThoseOfTheWholeHead) {
   const auto [n, dh] = GetParam();
   const std::size_t ld = 3 * dh;
@@ -84,7 +85,7 @@ TEST_P(MiniLMOpsAttend, FirstRowsAreThoseOfTheWholeHead) {
     attend(qkv.data(), qkv.data() + dh, qkv.data() + 2 * dh, ld, n, rows, dh, scale, scratch.data(), part.data(), dh);
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t d = 0; d < dh; ++d) {
-        if (i < rows && n <= 64)
+        if (i < rows && n <= 64 && dh % 16 == 0)
           ASSERT_EQ(part[i * dh + d], whole[i * dh + d]) << "rows " << rows << " row " << i << " dim " << d;
         else if (i < rows)
           ASSERT_NEAR(part[i * dh + d], whole[i * dh + d], 1e-5) << "rows " << rows << " row " << i << " dim " << d;

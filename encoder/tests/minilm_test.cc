@@ -77,9 +77,11 @@ class MiniLM : public ::testing::Test {
 };
 
 // The pair verifier pools the [CLS] row only, so its last layer computes that row alone. That
-// is a pruning, not an approximation: every path (sgemm, packed fp32, packed bf16, split across
+// is a pruning, not an approximation: our own paths (packed fp32, packed bf16, split across
 // threads) must give exactly the values of the whole layer, for sequences of several lengths in
-// one batch, both segments in use.
+// one batch, both segments in use. The plain path multiplies through OpenBLAS's sgemm, which
+// picks its kernel by the row count on some CPUs (seen on a Xeon with AVX-512 FP16 and AMX, not
+// on an AMD EPYC), so there the [CLS] row agrees to fp32 rounding only.
 TEST_F(MiniLM, FirstTokenPoolingEqualsTheWholeLastLayer) {
   const auto& w = model_->weights();
   std::vector<std::vector<std::int32_t>> ids, types;
@@ -96,13 +98,18 @@ TEST_F(MiniLM, FirstTokenPoolingEqualsTheWholeLastLayer) {
   IntraOpPool pool(1);
   std::vector<DenseMath> maths = {DenseMath::kFp32};
   if (minilm_bf16_supported()) maths.push_back(DenseMath::kBf16);
-  const auto check = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  const auto check = [](const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                        float tolerance = 0.f) {
     ASSERT_EQ(got.size(), want.size()) << what;
-    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (tolerance == 0.f)
+        ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
+      else
+        ASSERT_NEAR(got[i], want[i], tolerance) << what << ": element " << i;
   };
   {
     const auto whole = bert_forward(w, nullptr, ids, &types, BertPooling::kFirstTokenWholeLayer, nullptr);
-    check(bert_forward(w, nullptr, ids, &types, BertPooling::kFirstToken, nullptr), whole, "sgemm");
+    check(bert_forward(w, nullptr, ids, &types, BertPooling::kFirstToken, nullptr), whole, "sgemm", 1e-5f);
   }
   for (const auto math : maths) {
     const auto packed = pack_minilm(w, math);
