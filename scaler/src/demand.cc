@@ -13,7 +13,8 @@ Window window(const std::deque<PolicyState::WorkSample>& work, double since) {
     w.span += s.dt;
     w.arrivals += s.arrivals;
     w.tokens += s.tokens;
-    if (s.slots_known) w.in_flight_s += s.in_flight_s, w.admitted += s.admitted;
+    w.in_flight_s += s.in_flight_s;
+    w.admitted += s.admitted;
   }
   return w;
 }

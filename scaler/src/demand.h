@@ -13,7 +13,7 @@ namespace tidegate::scaler::detail {
 inline constexpr double kBucketS = 5;  // resolution of the demand history
 
 // Work samples within (since, now]: their span of time, arrivals and prompt tokens; over the
-// samples that carried slot signals, requests on replicas x seconds and requests admitted.
+// samples that carried both slot signals, requests on replicas x seconds and requests admitted.
 struct Window {
   double span = 0, arrivals = 0, tokens = 0;
   double in_flight_s = 0, admitted = 0;

@@ -36,7 +36,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     if (s.in_flight && s.ttft_total) {
       w.in_flight_s = std::max(0.0, *s.in_flight) * dt;
       w.admitted = std::max(0.0, *s.ttft_total);
-      w.slots_known = true;
     }
     st.work.push_back(w);
     st.last_work_t = in.t;
@@ -175,11 +174,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
-    // Work already waiting: replicas asked for now arrive a cold start from now (a standby
-    // tier's promotion, when there is one), so they are sized to drain it within that time
-    // (or the TTFT budget, if longer) on top of the load; sizing them to drain it within the
-    // budget would start dozens that come too late. With a standby tier the backlog is what
-    // wakes it at once, rather than the demand windows a few seconds later.
+    // Prompt tokens waiting, drained within drain_s on top of the load: sizing for the TTFT
+    // budget instead would start dozens that come too late. With a standby tier the backlog is
+    // what wakes it at once, rather than the demand windows a few seconds later.
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
     const int c_backlog = ceil_count(d + backlog_s / drain_s);
     base_hard = std::max(base_hard, c_backlog);

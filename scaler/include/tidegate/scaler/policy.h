@@ -212,9 +212,8 @@ struct PolicyState {
     double t = 0, dt = 0, arrivals = 0, tokens = 0;
     std::optional<double> hit_ratio;
     // For the time a request holds a slot (Little's law): requests on replicas x dt, and the
-    // requests that got their first token, when both signals came with the sample.
+    // requests that got their first token; both 0 unless both signals came with the sample.
     double in_flight_s = 0, admitted = 0;
-    bool slots_known = false;
   };
   std::deque<WorkSample> work;  // within demand_window_s
   struct LoadSample {
