@@ -11,6 +11,8 @@
 //   (default 4), then one verifier call on the prompt against that many real cached questions
 //   (question1 texts of 3 to 31 tokens, whatever the search found: the verifier's cost depends
 //   on the tokens, not on which texts they are). p50/p99 of each part and of the sum.
+//   --matrix-tiles off runs bf16 on AVX512-BF16's dot instruction instead of the CPU's AMX
+//   tiles (where it has them): the peer the tile kernel is measured against.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
   MiniLMPrecision verifier_precision = MiniLMPrecision::kAuto;
   std::size_t entries = 100000, candidates = 4, count = 200;
   int threads = 1;
+  bool matrix_tiles = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--pairs") pairs = v;
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
     else if (a == "--prompt-count") count = std::stoul(v);
     else if (a == "--intra-op") threads = std::stoi(v);
     else if (a == "--entry-texts") entry_texts = v;
+    else if (a == "--matrix-tiles") matrix_tiles = v != "off";
     else if (a == "--verifier-precision") {
       if (v == "bf16") verifier_precision = MiniLMPrecision::kBf16;
       else if (v == "fp32") verifier_precision = MiniLMPrecision::kFp32;
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
     else {
       std::cerr << "usage: tidegate_bench_verifier [--pairs CSV] [--model-dir DIR] [--verifier DIR] [--entries N]\n"
                    "       [--candidates K] [--prompt-count N] [--intra-op T] [--entry-texts CSV]\n"
-                   "       [--verifier-precision auto|fp32|bf16]\n";
+                   "       [--verifier-precision auto|fp32|bf16] [--matrix-tiles on|off]\n";
       return 2;
     }
   }
@@ -82,9 +86,11 @@ int main(int argc, char** argv) {
     const auto model = MiniLMModel::load(model_dir);
     MiniLMOptions mo;
     mo.intra_op_threads = threads;
+    mo.matrix_tiles = matrix_tiles;
     auto embedder = make_minilm_embedder(model, mo);
     PairVerifierOptions vo;
     vo.intra_op_threads = threads;
+    vo.matrix_tiles = matrix_tiles;
     vo.precision = verifier_precision;
     const auto verifier = PairVerifier::load(verifier_dir, model, vo);
 
@@ -192,6 +198,7 @@ int main(int argc, char** argv) {
                             {"intra_op_threads", threads},
                             {"verifier_layers", verifier->layers()},
                             {"verifier_precision", verifier->precision()},
+                            {"matrix_tiles", matrix_tiles && minilm_matrix_tiles_supported()},
                             {"mean_pair_tokens", double(tokens) / double(queries.size() * candidates)},
                             {"embed", summary(embed_ms)},
                             {"search", summary(search_ms)},

@@ -50,12 +50,27 @@ void run(benchmark::State& state, Embedder& embedder) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-// The default precision (bf16 where the CPU has AVX512-BF16), then fp32 beside it.
+// The default precision (bf16 where the CPU has AVX512-BF16, on its matrix tiles where it has
+// them), then fp32 beside it.
 void BM_MiniLM(benchmark::State& state) {
   static auto embedder = tidegate::encoder::make_minilm_embedder(model());
+  state.counters["matrix_tiles"] = tidegate::encoder::minilm_matrix_tiles_supported() ? 1 : 0;
   run(state, *embedder);
 }
 BENCHMARK(BM_MiniLM)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// bf16 on AVX512-BF16's dot instruction where the default runs on the CPU's matrix tiles (AMX):
+// the peer of the tile kernel, in the same run. Equal to BM_MiniLM on a CPU without tiles.
+void BM_MiniLM_bf16_dot(benchmark::State& state) {
+  static auto embedder = [] {
+    tidegate::encoder::MiniLMOptions options;
+    options.matrix_tiles = false;
+    return tidegate::encoder::make_minilm_embedder(model(), options);
+  }();
+  state.counters["matrix_tiles"] = 0;
+  run(state, *embedder);
+}
+BENCHMARK(BM_MiniLM_bf16_dot)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MiniLM_fp32(benchmark::State& state) {
   static auto embedder = [] {
@@ -115,6 +130,16 @@ BENCHMARK(BM_MiniLM_tokens)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::
 
 void BM_MiniLM_tokens_2threads(benchmark::State& state) { run_length(state, two_thread_embedder()); }
 BENCHMARK(BM_MiniLM_tokens_2threads)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MiniLM_tokens_bf16_dot(benchmark::State& state) {
+  static auto embedder = [] {
+    tidegate::encoder::MiniLMOptions options;
+    options.matrix_tiles = false;
+    return tidegate::encoder::make_minilm_embedder(model(), options);
+  }();
+  run_length(state, *embedder);
+}
+BENCHMARK(BM_MiniLM_tokens_bf16_dot)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Tokenize(benchmark::State& state) {
   const auto& tok = model()->tokenizer();

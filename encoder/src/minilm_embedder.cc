@@ -68,26 +68,28 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
   std::size_t max_seq = options.max_seq_length == 0 ? model_max : std::min(options.max_seq_length, model_max);
   if (max_seq < 2) throw std::invalid_argument("minilm: max_seq_length must be at least 2");
   if (options.max_pass_tokens == 0) throw std::invalid_argument("minilm: max_pass_tokens must be positive");
-  const DenseMath math = dense_math_for(options.precision, "minilm");
+  const DenseMath math = dense_math_for(options.precision, options.matrix_tiles, "minilm");
   if (options.intra_op_threads < 1) throw std::invalid_argument("minilm: intra_op_threads must be at least 1");
   return std::make_unique<MiniLMEmbedder>(std::move(model), math, max_seq, options.max_pass_tokens,
                                           static_cast<std::size_t>(options.intra_op_threads));
 }
 
 bool minilm_bf16_supported() { return cpu_has_bf16_dot(); }
+bool minilm_matrix_tiles_supported() { return cpu_has_bf16_tiles(); }
 
-DenseMath dense_math_for(MiniLMPrecision precision, const char* who) {
+DenseMath dense_math_for(MiniLMPrecision precision, bool matrix_tiles, const char* who) {
   switch (precision) {
     case MiniLMPrecision::kFp32:
       return DenseMath::kFp32;
     case MiniLMPrecision::kBf16:
       if (!cpu_has_bf16_dot())
         throw std::invalid_argument(std::string(who) + ": precision bf16 needs a CPU with AVX512-BF16; use auto or fp32");
-      return DenseMath::kBf16;
+      break;
     case MiniLMPrecision::kAuto:
+      if (!cpu_has_bf16_dot()) return DenseMath::kFp32;
       break;
   }
-  return cpu_has_bf16_dot() ? DenseMath::kBf16 : DenseMath::kFp32;
+  return matrix_tiles && cpu_has_bf16_tiles() ? DenseMath::kBf16Tiles : DenseMath::kBf16;
 }
 
 std::unique_ptr<Embedder> make_minilm_embedder(const std::string& model_dir, const MiniLMOptions& options) {

@@ -13,9 +13,10 @@ namespace tidegate::encoder {
 struct PackedMiniLMLayer {
   PackedLinear qkv, attn_out, ffn_in, ffn_out;
 };
-// The dense arithmetic a precision asks for on this CPU (kAuto: bf16 where it runs, else fp32);
-// throws std::invalid_argument, naming `who`, for a precision this CPU cannot run.
-DenseMath dense_math_for(MiniLMPrecision precision, const char* who);
+// The dense arithmetic a precision asks for on this CPU (kAuto: bf16 where it runs, else fp32;
+// bf16 on matrix tiles where they run and `matrix_tiles` allows); throws std::invalid_argument,
+// naming `who`, for a precision this CPU cannot run.
+DenseMath dense_math_for(MiniLMPrecision precision, bool matrix_tiles, const char* who);
 std::vector<PackedMiniLMLayer> pack_minilm(const MiniLMWeights& w, DenseMath math = DenseMath::kFp32);
 
 // minilm_forward with packed weights (null: OpenBLAS sgemm for every dense layer) and a hook called before each

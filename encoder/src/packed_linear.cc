@@ -1,6 +1,7 @@
 #include "packed_linear.h"
 
 #include "intra_op.h"
+#include "packed_linear_tiles.h"
 #include "tidegate/common/cpu_clones.h"
 
 #include <immintrin.h>
@@ -141,16 +142,30 @@ bool cpu_has_bf16_dot() {
   return has;
 }
 
+// The tile path converts rows with AVX512-BF16 as well; every CPU with AMX-BF16 has both.
+bool cpu_has_bf16_tiles() { return cpu_has_bf16_dot() && tiles::cpu_has_bf16_tiles(); }
+
+namespace {
+
+DenseMath runnable(DenseMath math) {
+  if (math == DenseMath::kBf16Tiles && !cpu_has_bf16_tiles()) math = DenseMath::kBf16;
+  if (math == DenseMath::kBf16 && !cpu_has_bf16_dot()) math = DenseMath::kFp32;
+  return math;
+}
+
+}  // namespace
+
 PackedLinear::PackedLinear(const float* w, std::size_t out, std::size_t in, DenseMath math)
-    : out_(out), in_(in), math_(math == DenseMath::kBf16 && cpu_has_bf16_dot() ? DenseMath::kBf16 : DenseMath::kFp32) {
+    : out_(out), in_(in), math_(runnable(math)) {
   const std::size_t panels = (out + kPanel - 1) / kPanel;
-  if (math_ == DenseMath::kBf16) {
-    const std::size_t pairs = (in + 1) / 2;
-    bf16_.assign(panels * pairs * kPanel * 2, 0);
+  if (math_ != DenseMath::kFp32) {
+    // The tiles read whole 32-value blocks of K: the pairs past `in` stay zero.
+    pairs_ = math_ == DenseMath::kBf16Tiles ? (in + tiles::kTileK - 1) / tiles::kTileK * tiles::kTileK / 2 : (in + 1) / 2;
+    bf16_.assign(panels * pairs_ * kPanel * 2, 0);
     for (std::size_t p = 0; p < panels; ++p) {
       for (std::size_t j = 0; j < kPanel && p * kPanel + j < out; ++j) {
         const float* src = w + (p * kPanel + j) * in;
-        std::uint16_t* dst = bf16_.data() + p * pairs * kPanel * 2 + j * 2;
+        std::uint16_t* dst = bf16_.data() + p * pairs_ * kPanel * 2 + j * 2;
         for (std::size_t k = 0; k < in; ++k) dst[(k / 2) * kPanel * 2 + (k % 2)] = to_bf16(src[k]);
       }
     }
@@ -167,7 +182,7 @@ PackedLinear::PackedLinear(const float* w, std::size_t out, std::size_t in, Dens
 }
 
 void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, float* y, IntraOpPool* pool) const {
-  if (math_ == DenseMath::kBf16) {
+  if (math_ != DenseMath::kFp32) {
     apply_bf16(x, rows, bias, y, pool);
     return;
   }
@@ -189,7 +204,9 @@ void PackedLinear::apply(const float* x, std::size_t rows, const float* bias, fl
 
 void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bias, float* y,
                               IntraOpPool* pool) const {
-  const std::size_t pairs = (in_ + 1) / 2;
+  const bool on_tiles = math_ == DenseMath::kBf16Tiles;
+  // The tiles read whole 16-row tiles: the rows past `rows` are zeros whose sums are never stored.
+  const std::size_t rows_held = on_tiles ? (rows + tiles::kTileRows - 1) / tiles::kTileRows * tiles::kTileRows : rows;
   // Short prompts reuse the thread's block (a fresh vector per product was an allocation 24
   // times a forward pass); big batches allocate, so no thread keeps their size for good. The
   // pool's helpers read the caller's copy through `xb` (a thread_local named inside the lambda
@@ -197,26 +214,39 @@ void PackedLinear::apply_bf16(const float* x, std::size_t rows, const float* bia
   constexpr std::size_t kReusedWords = std::size_t{1} << 16;  // 256 KiB: 85 rows of 1,536
   thread_local std::vector<std::uint32_t> reused;
   std::vector<std::uint32_t> fresh;
-  std::vector<std::uint32_t>& xp = rows * pairs <= kReusedWords ? reused : fresh;
-  if (xp.size() < rows * pairs) xp.resize(rows * pairs);
+  std::vector<std::uint32_t>& xp = rows_held * pairs_ <= kReusedWords ? reused : fresh;
+  if (xp.size() < rows_held * pairs_) xp.resize(rows_held * pairs_);
   std::uint32_t* xb = xp.data();
-  for (std::size_t r = 0; r < rows; ++r) rows_to_bf16(x + r * in_, in_, xb + r * pairs);
-  // Rows split into equal tiles (9 rows run as 5 + 4, not 8 + 1): a thin tile pays a full pass
-  // over the panel for few multiply-adds.
-  const std::size_t tiles = (rows + kRowsBf16 - 1) / kRowsBf16;
+  const std::size_t row_pairs = (in_ + 1) / 2;
+  for (std::size_t r = 0; r < rows; ++r) {
+    rows_to_bf16(x + r * in_, in_, xb + r * pairs_);
+    std::fill(xb + r * pairs_ + row_pairs, xb + (r + 1) * pairs_, 0u);
+  }
+  std::fill(xb + rows * pairs_, xb + rows_held * pairs_, 0u);
   const std::size_t panels = (out_ + kPanel - 1) / kPanel;
   const std::size_t pairs_of_panels = (panels + 1) / 2;
+  if (on_tiles) {
+    const auto* xb16 = reinterpret_cast<const std::uint16_t*>(xb);
+    split_units(pool, pairs_of_panels, rows * in_ * out_, [&](std::size_t first, std::size_t last) {
+      tiles::apply_bf16_tiles(xb16, rows, 2 * pairs_, bf16_.data(), 2 * first, std::min(panels, 2 * last), out_, bias,
+                              y, out_);
+    });
+    return;
+  }
+  // Rows split into equal tiles (9 rows run as 5 + 4, not 8 + 1): a thin tile pays a full pass
+  // over the panel for few multiply-adds.
+  const std::size_t row_tiles = (rows + kRowsBf16 - 1) / kRowsBf16;
   split_units(pool, pairs_of_panels, rows * in_ * out_, [&](std::size_t first, std::size_t last) {
     for (std::size_t p = 2 * first; p < std::min(panels, 2 * last); p += 2) {
       const bool two = p + 1 < panels;
-      const std::uint16_t* panel = bf16_.data() + p * pairs * kPanel * 2;
+      const std::uint16_t* panel = bf16_.data() + p * pairs_ * kPanel * 2;
       const std::size_t col = p * kPanel;
       const std::size_t width = std::min((two ? 2 : 1) * kPanel, out_ - col);
       const auto& kernels = two ? kTilesBf16Two : kTilesBf16One;
       std::size_t r = 0;
-      for (std::size_t t = 0; t < tiles; ++t) {
-        const std::size_t m = (rows - r + (tiles - t) - 1) / (tiles - t);
-        kernels[m](xb + r * pairs, pairs, panel, pairs, bias + col, width, y + r * out_ + col, out_);
+      for (std::size_t t = 0; t < row_tiles; ++t) {
+        const std::size_t m = (rows - r + (row_tiles - t) - 1) / (row_tiles - t);
+        kernels[m](xb + r * pairs_, pairs_, panel, pairs_, bias + col, width, y + r * out_ + col, out_);
         r += m;
       }
     }

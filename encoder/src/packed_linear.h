@@ -17,17 +17,22 @@ namespace tidegate::encoder {
 
 class IntraOpPool;
 
-enum class DenseMath { kFp32, kBf16 };
+// kBf16Tiles is kBf16's arithmetic (bf16 operands, fp32 sums) on the CPU's matrix tiles (AMX,
+// packed_linear_tiles.h); the sums run in another order, so results differ from kBf16's in the
+// last bits of fp32.
+enum class DenseMath { kFp32, kBf16, kBf16Tiles };
 
 // True when this CPU can run DenseMath::kBf16.
 bool cpu_has_bf16_dot();
+// True when this CPU (and its kernel) can run DenseMath::kBf16Tiles.
+bool cpu_has_bf16_tiles();
 
 class PackedLinear final {
  public:
   static constexpr std::size_t kPanel = 16;  // outputs per panel (one AVX-512 or two AVX2 registers)
 
-  // w: [out, in] row-major (nn.Linear layout). kBf16 on a CPU without it falls back to kFp32;
-  // math() says which one was taken.
+  // w: [out, in] row-major (nn.Linear layout). kBf16Tiles on a CPU without tiles falls back to
+  // kBf16, and kBf16 on a CPU without it to kFp32; math() says which one was taken.
   PackedLinear(const float* w, std::size_t out, std::size_t in, DenseMath math = DenseMath::kFp32);
 
   // y[rows, out] = x[rows, in] * W^T + bias. With a pool, large products are split by
@@ -44,7 +49,8 @@ class PackedLinear final {
   std::size_t out_, in_;
   DenseMath math_;
   std::vector<float> panels_;           // fp32: [ceil(out/kPanel)][in][kPanel], zero-padded
-  std::vector<std::uint16_t> bf16_;     // bf16: [ceil(out/kPanel)][ceil(in/2)][kPanel][2], zero-padded
+  std::size_t pairs_ = 0;               // bf16 pair rows per panel: ceil(in/2), or in rounded up to a tile's 32 / 2
+  std::vector<std::uint16_t> bf16_;     // bf16: [ceil(out/kPanel)][pairs_][kPanel][2], zero-padded
 };
 
 }  // namespace tidegate::encoder

@@ -141,8 +141,8 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
   impl.head_weight = tensor("classifier.weight", {1, H}).data();
   impl.head_bias = tensor("classifier.bias", {1})[0];
 
-  const DenseMath math = dense_math_for(options.precision, "pair verifier");
-  v->precision_ = math == DenseMath::kBf16 ? "bf16" : "fp32";
+  const DenseMath math = dense_math_for(options.precision, options.matrix_tiles, "pair verifier");
+  v->precision_ = math == DenseMath::kFp32 ? "fp32" : "bf16";
   impl.packed = pack_minilm(w, math);
   if (options.intra_op_threads > 1)
     impl.pool = std::make_unique<IntraOpPool>(static_cast<std::size_t>(options.intra_op_threads - 1));

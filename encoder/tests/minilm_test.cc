@@ -77,8 +77,8 @@ class MiniLM : public ::testing::Test {
 };
 
 // The pair verifier pools the [CLS] row only, so its last layer computes that row alone. That
-// is a pruning, not an approximation: our own paths (packed fp32, packed bf16, split across
-// threads) must give exactly the values of the whole layer, for sequences of several lengths in
+// is a pruning, not an approximation: our own paths (packed fp32, packed bf16 on the dot
+// instruction or on matrix tiles, split across threads) must give exactly the values of the whole layer, for sequences of several lengths in
 // one batch, both segments in use. The plain path multiplies through OpenBLAS's sgemm, which
 // picks its kernel by the row count on some CPUs (seen on a Xeon with AVX-512 FP16 and AMX, not
 // on an AMD EPYC), so there the [CLS] row agrees to fp32 rounding only.
@@ -98,6 +98,7 @@ TEST_F(MiniLM, FirstTokenPoolingEqualsTheWholeLastLayer) {
   IntraOpPool pool(1);
   std::vector<DenseMath> maths = {DenseMath::kFp32};
   if (minilm_bf16_supported()) maths.push_back(DenseMath::kBf16);
+  if (minilm_matrix_tiles_supported()) maths.push_back(DenseMath::kBf16Tiles);
   // A tolerance of 0 asks for the same floats.
   const auto check = [](const std::vector<float>& got, const std::vector<float>& want, const char* what,
                         float tolerance = 0.f) {
@@ -110,7 +111,9 @@ TEST_F(MiniLM, FirstTokenPoolingEqualsTheWholeLastLayer) {
   }
   for (const auto math : maths) {
     const auto packed = pack_minilm(w, math);
-    const char* what = math == DenseMath::kBf16 ? "packed bf16" : "packed fp32";
+    const char* what = math == DenseMath::kBf16Tiles ? "packed bf16 on tiles"
+                       : math == DenseMath::kBf16 ? "packed bf16" : "packed fp32";
+    ASSERT_EQ(packed[0].qkv.math(), math) << what;
     for (IntraOpPool* p : {static_cast<IntraOpPool*>(nullptr), &pool}) {
       const auto whole = bert_forward(w, &packed, ids, &types, BertPooling::kFirstTokenWholeLayer, nullptr, p);
       const auto cls = bert_forward(w, &packed, ids, &types, BertPooling::kFirstToken, nullptr, p);

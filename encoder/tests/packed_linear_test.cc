@@ -54,7 +54,7 @@ void expect_within_rounding(DenseMath math, const Shape& s, IntraOpPool* pool) {
         sum_xw += std::fabs(double(xr[k]) * wn[k]);
       }
       double bound = 1e-5 * (sum_xw + std::fabs(bias[n]) + 1);  // fp32 summation
-      if (math == DenseMath::kBf16) bound += 2 * 0x1p-8 * sum_xw;  // two roundings to 8 bits of mantissa
+      if (math != DenseMath::kFp32) bound += 2 * 0x1p-8 * sum_xw;  // two roundings to 8 bits of mantissa
       ASSERT_NEAR(y[r * s.out + n], want, bound) << "row " << r << " output " << n;
     }
   }
@@ -73,9 +73,36 @@ TEST_P(PackedLinearShapes, Bf16WithinItsRounding) {
   expect_within_rounding(DenseMath::kBf16, GetParam(), &pool);
 }
 
+// The tile path pads K to 32 and rows to 16 with zeros; shapes below cover whole and partial
+// tiles of both, one and two row tiles, odd panel counts, and rows of other panels being split
+// across threads.
+TEST_P(PackedLinearShapes, Bf16OnMatrixTilesWithinItsRounding) {
+  if (!cpu_has_bf16_tiles()) GTEST_SKIP() << "this CPU (or its kernel) offers no AMX-BF16 tiles";
+  expect_within_rounding(DenseMath::kBf16Tiles, GetParam(), nullptr);
+  IntraOpPool pool(1);
+  expect_within_rounding(DenseMath::kBf16Tiles, GetParam(), &pool);
+}
+
+// Same operands, same roundings to bf16: the two bf16 kernels differ only in the order of fp32
+// sums, so they agree far inside the bf16 bound (a misplaced tile row would not).
+TEST(PackedLinear, TilesAgreeWithTheDotInstruction) {
+  if (!cpu_has_bf16_tiles()) GTEST_SKIP() << "this CPU (or its kernel) offers no AMX-BF16 tiles";
+  const std::size_t rows = 45, out = 80, in = 100;
+  const auto w = random_values(out * in, 5);
+  const auto x = random_values(rows * in, 6);
+  const auto bias = random_values(out, 7);
+  const PackedLinear dot(w.data(), out, in, DenseMath::kBf16), tiles(w.data(), out, in, DenseMath::kBf16Tiles);
+  ASSERT_EQ(tiles.math(), DenseMath::kBf16Tiles);
+  std::vector<float> a(rows * out), b(rows * out);
+  dot.apply(x.data(), rows, bias.data(), a.data());
+  tiles.apply(x.data(), rows, bias.data(), b.data());
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4 * (std::fabs(a[i]) + 1)) << "element " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedLinearShapes,
                          ::testing::Values(Shape{1, 16, 384}, Shape{3, 20, 37}, Shape{12, 32, 64}, Shape{13, 48, 383},
-                                           Shape{25, 384, 1536}, Shape{112, 1152, 384}, Shape{5, 7, 3}));
+                                           Shape{25, 384, 1536}, Shape{112, 1152, 384}, Shape{5, 7, 3},
+                                           Shape{16, 32, 32}, Shape{33, 48, 64}, Shape{4, 1152, 384}));
 
 // A pool made and dropped before its helper threads got to run: each helper used to read the
 // epoch when it started, so one that started after the destructor's bump waited for another,

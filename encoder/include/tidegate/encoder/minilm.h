@@ -158,6 +158,10 @@ struct MiniLMOptions {
   // lone call's latency on a host with idle cores (2 halves it for prompts of 8 to 31 tokens,
   // bench/RESULTS.md). Results are identical either way.
   int intra_op_threads = 1;
+  // bf16 products on the CPU's matrix tiles (Intel AMX) where it has them: the same arithmetic
+  // as AVX512-BF16's dot instruction, summed in another order, at several times its rate for a
+  // prompt's rows (bench/RESULTS.md). false keeps the dot instruction (for comparisons).
+  bool matrix_tiles = true;
 };
 
 // name() is "minilm", dim() the hidden size. embed() is thread-safe (scratch is per call, or per
@@ -169,6 +173,8 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
 
 // Whether MiniLMPrecision::kBf16 can run on this CPU.
 bool minilm_bf16_supported();
+// Whether this CPU runs bf16 products on matrix tiles (MiniLMOptions::matrix_tiles).
+bool minilm_matrix_tiles_supported();
 
 // The forward pass on token ids ([CLS] ... [SEP] each), for tests and for parity checks of other
 // backends: returns ids.size() * hidden floats, mean-pooled and L2-normalised.

@@ -29,6 +29,8 @@ struct PairVerifierOptions {
   MiniLMPrecision precision = MiniLMPrecision::kAuto;
   // Threads one call may use (MiniLMOptions::intra_op_threads).
   int intra_op_threads = 1;
+  // bf16 on the CPU's matrix tiles where it has them (MiniLMOptions::matrix_tiles).
+  bool matrix_tiles = true;
 };
 
 struct PairTokens {
