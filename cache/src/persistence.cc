@@ -1,10 +1,11 @@
 #include "tidegate/cache/persistence.h"
 
+#include "persistence_records.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,163 +13,18 @@
 #include <map>
 #include <stdexcept>
 
-#include "tidegate/common/config_error.h"
 #include "tidegate/common/log.h"
 
 namespace tidegate::cache {
 namespace fs = std::filesystem;
+// The record format (persistence_records.h); this file is about the files that hold them.
+using namespace records;
+
 namespace {
-
-constexpr std::uint64_t kMaxGeneration = std::uint64_t{1} << 62;
-constexpr std::int64_t kMaxTimeMs = std::int64_t{1} << 52;  // ms since 1970: past the year 100,000
-
-constexpr std::uint32_t kMagic = 0x31434754;  // "TGC1"
-constexpr std::uint32_t kVersion = 1;
-constexpr std::size_t kMaxRecord = 64u << 20;
-enum RecordType : std::uint8_t { kHeader = 0, kInsert = 1, kErase = 2, kTrailer = 3 };
-
-std::array<std::uint32_t, 256> make_crc_table() {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-
-class Writer {
- public:
-  void u8(std::uint8_t v) { s_.push_back(static_cast<char>(v)); }
-  void u32(std::uint32_t v) { raw(&v, 4); }
-  void u64(std::uint64_t v) { raw(&v, 8); }
-  void i64(std::int64_t v) { raw(&v, 8); }
-  void f64(double v) { raw(&v, 8); }
-  void str(const std::string& v) {
-    u32(static_cast<std::uint32_t>(v.size()));
-    s_ += v;
-  }
-  void raw(const void* p, std::size_t n) { s_.append(static_cast<const char*>(p), n); }
-  std::string take() { return std::move(s_); }
-
- private:
-  std::string s_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::string_view s) : s_(s) {}
-  template <typename T>
-  T num() {
-    T v;
-    need(sizeof(T));
-    std::memcpy(&v, s_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  std::string str() {
-    const auto n = num<std::uint32_t>();
-    need(n);
-    std::string v(s_.substr(pos_, n));
-    pos_ += n;
-    return v;
-  }
-  void floats(std::vector<float>& out, std::size_t n) {
-    need(n * sizeof(float));
-    out.resize(n);
-    std::memcpy(out.data(), s_.data() + pos_, n * sizeof(float));
-    pos_ += n * sizeof(float);
-  }
-
- private:
-  void need(std::size_t n) const {
-    if (pos_ + n > s_.size()) throw std::runtime_error("record too short");
-  }
-  std::string_view s_;
-  std::size_t pos_ = 0;
-};
-
-std::string frame(const std::string& payload) {
-  Writer w;
-  w.u32(kMagic);
-  w.u32(static_cast<std::uint32_t>(payload.size()));
-  w.u32(crc32(payload.data(), payload.size()));
-  w.raw(payload.data(), payload.size());
-  return w.take();
-}
-
-std::string encode_insert(const Entry& e) {
-  Writer w;
-  w.u8(kInsert);
-  w.u64(e.id);
-  w.i64(e.created_ms);
-  w.i64(e.last_hit_ms);
-  w.f64(e.ttl_s);
-  w.str(e.scope_key);
-  w.str(e.model);
-  w.str(e.tenant);
-  w.str(e.text);
-  w.str(e.answer.content);
-  w.str(e.answer.finish_reason);
-  w.i64(e.answer.prompt_tokens);
-  w.i64(e.answer.completion_tokens);
-  w.u32(static_cast<std::uint32_t>(e.vector.size()));
-  w.raw(e.vector.data(), e.vector.size() * sizeof(float));
-  return w.take();
-}
-
-Entry decode_insert(Reader& r, std::size_t dim) {
-  Entry e;
-  e.id = r.num<std::uint64_t>();
-  e.created_ms = r.num<std::int64_t>();
-  e.last_hit_ms = r.num<std::int64_t>();
-  e.ttl_s = r.num<double>();
-  // Times a live entry can have; anything else is a corrupt record (NaN or 1e300 reached
-  // Entry::expired's double-to-integer conversion, undefined behaviour: the fuzzer's K6).
-  if (!(e.ttl_s >= 0 && e.ttl_s <= kMaxDurationSeconds) || e.created_ms < 0 || e.created_ms > kMaxTimeMs ||
-      e.last_hit_ms < 0 || e.last_hit_ms > kMaxTimeMs)
-    throw std::runtime_error("entry times out of range");
-  e.scope_key = r.str();
-  e.model = r.str();
-  e.tenant = r.str();
-  e.text = r.str();
-  e.answer.content = r.str();
-  e.answer.finish_reason = r.str();
-  e.answer.prompt_tokens = r.num<std::int64_t>();
-  e.answer.completion_tokens = r.num<std::int64_t>();
-  const auto n = r.num<std::uint32_t>();
-  if (n != dim) throw std::runtime_error("vector dimension " + std::to_string(n) + " != " + std::to_string(dim));
-  r.floats(e.vector, n);
-  return e;
-}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Calls `on_record` for each intact record; returns "" or a description of where it stopped.
-std::string scan(const std::string& data, const std::function<void(std::string_view)>& on_record) {
-  std::size_t pos = 0;
-  while (pos < data.size()) {
-    if (data.size() - pos < 12) return "torn record header at byte " + std::to_string(pos);
-    std::uint32_t magic, len, crc;
-    std::memcpy(&magic, data.data() + pos, 4);
-    std::memcpy(&len, data.data() + pos + 4, 4);
-    std::memcpy(&crc, data.data() + pos + 8, 4);
-    if (magic != kMagic) return "bad record magic at byte " + std::to_string(pos);
-    if (len > kMaxRecord) return "record too large at byte " + std::to_string(pos);
-    if (data.size() - pos - 12 < len) return "torn record at byte " + std::to_string(pos);
-    const std::string_view payload(data.data() + pos + 12, len);
-    if (crc32(payload.data(), payload.size()) != crc) return "checksum mismatch at byte " + std::to_string(pos);
-    try {
-      on_record(payload);
-    } catch (const std::exception& e) {
-      return std::string("bad record at byte ") + std::to_string(pos) + " (" + e.what() + ")";
-    }
-    pos += 12 + len;
-  }
-  return "";
 }
 
 bool write_all(int fd, const std::string& s, int& err) {
@@ -210,14 +66,6 @@ bool write_file_durably(const std::string& path, const std::string& text, std::s
   }
   fsync_dir(fs::path(path).parent_path().string());
   return true;
-}
-
-std::uint32_t crc32(const void* data, std::size_t n) {
-  static const auto table = make_crc_table();
-  std::uint32_t c = 0xffffffffu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return c ^ 0xffffffffu;
 }
 
 Persistence::Persistence(std::string dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
