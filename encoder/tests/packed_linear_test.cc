@@ -73,9 +73,9 @@ TEST_P(PackedLinearShapes, Bf16WithinItsRounding) {
   expect_within_rounding(DenseMath::kBf16, GetParam(), &pool);
 }
 
-// The tile path pads K to 32 and rows to 16 with zeros; shapes below cover whole and partial
-// tiles of both, one and two row tiles, odd panel counts, and rows of other panels being split
-// across threads.
+// The tile path pads K to 32 and rows to 16 with zeros; the shapes below cover whole and
+// partial tiles of both, one and two row tiles, odd panel counts, products split across
+// threads, and a batch too big for the thread's reused row block (300 x 1536).
 TEST_P(PackedLinearShapes, Bf16OnMatrixTilesWithinItsRounding) {
   if (!cpu_has_bf16_tiles()) GTEST_SKIP() << "this CPU (or its kernel) offers no AMX-BF16 tiles";
   expect_within_rounding(DenseMath::kBf16Tiles, GetParam(), nullptr);
@@ -102,7 +102,8 @@ TEST(PackedLinear, TilesAgreeWithTheDotInstruction) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedLinearShapes,
                          ::testing::Values(Shape{1, 16, 384}, Shape{3, 20, 37}, Shape{12, 32, 64}, Shape{13, 48, 383},
                                            Shape{25, 384, 1536}, Shape{112, 1152, 384}, Shape{5, 7, 3},
-                                           Shape{16, 32, 32}, Shape{33, 48, 64}, Shape{4, 1152, 384}));
+                                           Shape{16, 32, 32}, Shape{33, 48, 64}, Shape{4, 1152, 384},
+                                           Shape{300, 40, 1536}));
 
 // A pool made and dropped before its helper threads got to run: each helper used to read the
 // epoch when it started, so one that started after the destructor's bump waited for another,
