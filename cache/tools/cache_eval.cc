@@ -54,7 +54,7 @@ int usage() {
   std::cerr << "usage: tidegate-cache-eval --pairs CSV [--config FILE] [--embedder minilm|hash] "
                "[--model-dir DIR] [--threshold X] [--limit N] [--vectors FILE] [--dump FILE] [--no-guard]\n"
                "       [--split even|odd] [--verifier DIR] [--candidates K] [--floor X] [--verifier-guards LIST]\n"
-               "       [--write-calibration FILE]\n"
+               "       [--write-calibration FILE] [--dump-candidates FILE]\n"
                "  --no-guard      similarity only, without the cache's lexical guard (numbers, names)\n"
                "  --vectors FILE  reuse the embeddings saved in FILE (computed and saved when absent)\n"
                "  --dump FILE     write per-pair similarity, own-match and label as CSV\n"
@@ -65,7 +65,9 @@ int usage() {
                "                  figures reported on the odd rows (\"tiers\" in the output)\n"
                "  --verifier-guards LIST  guard checks before the verifier (default: the calibration's, or all):\n"
                "                  numbers,names,negation,order (any subset) or none\n"
-               "  --write-calibration FILE  the verifier's calibration scores (even rows) for calibration.csv\n";
+               "  --write-calibration FILE  the verifier's calibration scores (even rows) for calibration.csv\n"
+               "  --dump-candidates FILE  every verified candidate: row, cosine, probability, the guard checks it\n"
+               "                  fails, own question1 or not, the row's label (CSV)\n";
   return 2;
 }
 
@@ -77,7 +79,7 @@ int main(int argc, char** argv) {
   std::size_t limit = 0;
   std::optional<bool> guard_flag;
   int split = -1;  // -1 all pairs, 0 even rows, 1 odd rows
-  std::string verifier_dir, calibration_out;
+  std::string verifier_dir, calibration_out, candidates_out;
   std::optional<std::size_t> candidates_flag;
   std::optional<double> floor_flag;
   std::optional<GuardChecks> verifier_guards_flag;
@@ -106,6 +108,7 @@ int main(int argc, char** argv) {
         if (!verifier_guards_flag) throw std::invalid_argument("--verifier-guards: a comma-separated subset of numbers,names,negation,order, or none");
       }
       else if (a == "--write-calibration") calibration_out = next();
+      else if (a == "--dump-candidates") candidates_out = next();
       else if (a == "--split") {
         const auto v = next();
         if (v != "even" && v != "odd") return usage();
@@ -277,6 +280,7 @@ int main(int argc, char** argv) {
         read_calibration_rows(cal.string(), nullptr, &guards);
       in.verifier_guards = verifier_guards_flag.value_or(guards);
       in.confidence = config->verifier.confidence;
+      in.candidates_out = candidates_out;
       const auto minilm = encoder::MiniLMModel::load(ecfg.type == "minilm" && !ecfg.model_dir.empty() ? ecfg.model_dir
                                                                                             : resolve_minilm_dir());
       encoder::PairVerifierOptions vo;

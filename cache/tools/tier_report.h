@@ -23,6 +23,10 @@ struct TierInputs {
   double floor = 0.8;
   double confidence = 0.95;
   GuardChecks verifier_guards;  // the checks a candidate passes before the verifier scores it
+  // Optional: one CSV line per verified candidate (lookup row, cosine, probability, which of
+  // the four guard checks it fails, whether it is the row's own question1, the row's label),
+  // for analyses of the decision outside the tool.
+  std::string candidates_out;
 };
 
 // The MiniLM folder the verifier borrows its embeddings from (the cache's default rule).
