@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "../src/intra_op.h"
@@ -97,6 +98,30 @@ TEST(PackedLinear, TilesAgreeWithTheDotInstruction) {
   dot.apply(x.data(), rows, bias.data(), a.data());
   tiles.apply(x.data(), rows, bias.data(), b.data());
   for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4 * (std::fabs(a[i]) + 1)) << "element " << i;
+}
+
+// The tile configuration and registers are each thread's own: callers on several threads at
+// once (the cache's embed workers) get what one caller alone gets, bit for bit.
+TEST(PackedLinear, TilesOnConcurrentThreadsGiveTheSameFloats) {
+  if (!cpu_has_bf16_tiles()) GTEST_SKIP() << "this CPU (or its kernel) offers no AMX-BF16 tiles";
+  const std::size_t rows = 40, out = 96, in = 384;
+  const auto w = random_values(out * in, 8);
+  const auto bias = random_values(out, 9);
+  const PackedLinear tiles(w.data(), out, in, DenseMath::kBf16Tiles);
+  std::vector<std::vector<float>> x, want;
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    x.push_back(random_values(rows * in, 10 + t));
+    want.emplace_back(rows * out);
+    tiles.apply(x[t].data(), rows, bias.data(), want[t].data());
+  }
+  std::vector<std::vector<float>> got(4, std::vector<float>(rows * out));
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 200; ++round) tiles.apply(x[t].data(), rows, bias.data(), got[t].data());
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t t = 0; t < 4; ++t) EXPECT_EQ(got[t], want[t]) << "thread " << t;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedLinearShapes,
