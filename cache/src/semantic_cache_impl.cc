@@ -43,7 +43,7 @@ std::shared_ptr<const encoder::PairScorer> load_verifier(const CacheConfig& conf
         encoder::PairVerifier::load(config.verifier.dir, encoder::MiniLMModel::load(choice.dir), o);
     if (auto gpu = load_gpu_verifier(config.verifier.device, v)) return gpu;
     log::info("cache.verifier", {{"weights", v->weights_path()}, {"layers", v->layers()}, {"device", "cpu"},
-                                 {"precision", v->precision()}});
+                                 {"precision", v->precision()}, {"matrix_tiles", v->matrix_tiles()}});
     return v;
   } catch (const std::exception& e) {
     problem = e.what();

@@ -143,6 +143,7 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
 
   const DenseMath math = dense_math_for(options.precision, options.matrix_tiles, "pair verifier");
   v->precision_ = math == DenseMath::kFp32 ? "fp32" : "bf16";
+  v->matrix_tiles_ = math == DenseMath::kBf16Tiles;
   impl.packed = pack_minilm(w, math);
   if (options.intra_op_threads > 1)
     impl.pool = std::make_unique<IntraOpPool>(static_cast<std::size_t>(options.intra_op_threads - 1));

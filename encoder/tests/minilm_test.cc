@@ -154,6 +154,27 @@ TEST_F(MiniLM, Bf16StaysCloseToFp32) {
   std::cout << "bf16 vs fp32: worst cosine 1 - " << std::scientific << std::setprecision(2) << 1.0 - worst << "\n";
 }
 
+// On a CPU with AMX the default bf16 runs on tiles; the dot-instruction kernel stays what CPUs
+// without tiles run, and what matrix_tiles = false asks for: it must match the reference too.
+TEST_F(MiniLM, Bf16OnTheDotInstructionMatchesTheReference) {
+  if (!minilm_bf16_supported()) GTEST_SKIP() << "this CPU lacks AVX512-BF16: the bf16 path cannot run here";
+  MiniLMOptions dot;
+  dot.precision = MiniLMPrecision::kBf16;
+  dot.matrix_tiles = false;
+  const auto got = make_minilm_embedder(model_, dot)->embed(reference_texts(), Clock::now() + std::chrono::minutes(5));
+  expect_matches_reference(got, "bf16 on the dot instruction");
+  if (minilm_matrix_tiles_supported()) {
+    // Same operands, sums in another order, and each layer's rows rounded to bf16 again: as
+    // close as bf16 is to fp32 (1 - cosine ~1e-5 seen), and not the same floats (the tiles ran).
+    const auto& tiles = reference_batch(MiniLMPrecision::kBf16);
+    double worst = 1.0;
+    for (std::size_t i = 0; i < got.size() / 384; ++i)
+      worst = std::min(worst, cosine(got.data() + i * 384, tiles.data() + i * 384, 384));
+    EXPECT_GE(worst, 0.9995);
+    EXPECT_NE(got, tiles) << "the tile and dot kernels gave the same floats: are the tiles running?";
+  }
+}
+
 TEST_F(MiniLM, BatchingDoesNotChangeAnyRow) {
   auto embedder = make_minilm_embedder(model_);
   const auto texts = reference_texts();

@@ -65,13 +65,17 @@ class PairVerifierTest : public ::testing::Test {
     if (!fs::exists(verifier_dir() + "/" + PairVerifier::kWeightsFile))
       GTEST_SKIP() << "no trained verifier in " << verifier_dir() << " (cache/verifier/train_verifier.py writes it)";
   }
-  static std::unique_ptr<PairVerifier> load(MiniLMPrecision precision) {
+  static std::unique_ptr<PairVerifier> load(MiniLMPrecision precision, bool matrix_tiles = true) {
     PairVerifierOptions o;
     o.precision = precision;
+    o.matrix_tiles = matrix_tiles;
     return PairVerifier::load(verifier_dir(), model_, o);
   }
-  void expect_parity(MiniLMPrecision precision, double tolerance, const char* what) {
-    auto v = load(precision);
+  void expect_parity(MiniLMPrecision precision, double tolerance, const char* what, bool matrix_tiles = true) {
+    auto v = load(precision, matrix_tiles);
+    // Tiles only where asked for, the CPU has them, and the arithmetic is bf16.
+    EXPECT_EQ(v->matrix_tiles(), matrix_tiles && precision != MiniLMPrecision::kFp32 && minilm_matrix_tiles_supported())
+        << what;
     const auto fx = fixtures();
     ASSERT_GE(fx.size(), 8u);
     std::vector<PairTokens> pairs;
@@ -101,7 +105,8 @@ TEST_F(PairVerifierTest, Fp32MatchesTorch) { expect_parity(MiniLMPrecision::kFp3
 
 TEST_F(PairVerifierTest, Bf16StaysCloseToTorch) {
   if (!minilm_bf16_supported()) GTEST_SKIP() << "this CPU lacks AVX512-BF16: the bf16 path cannot run here";
-  expect_parity(MiniLMPrecision::kBf16, kBf16Tolerance, "bf16");
+  expect_parity(MiniLMPrecision::kBf16, kBf16Tolerance, minilm_matrix_tiles_supported() ? "bf16 on tiles" : "bf16");
+  expect_parity(MiniLMPrecision::kBf16, kBf16Tolerance, "bf16 on the dot instruction", false);
 }
 
 TEST_F(PairVerifierTest, BatchedEqualsOneByOne) {

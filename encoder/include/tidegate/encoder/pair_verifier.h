@@ -82,6 +82,8 @@ class PairVerifier final : public PairScorer {
   const MiniLMModel& base() const { return *base_; }
   // The arithmetic its dense layers run ("fp32" or "bf16").
   const char* precision() const { return precision_; }
+  // Whether they run on the CPU's matrix tiles (PairVerifierOptions::matrix_tiles).
+  bool matrix_tiles() const { return matrix_tiles_; }
   const std::string& weights_path() const { return path_; }
 
  private:
@@ -92,6 +94,7 @@ class PairVerifier final : public PairScorer {
   std::string path_;
   std::size_t max_tokens_ = 0;
   const char* precision_ = "fp32";
+  bool matrix_tiles_ = false;
 };
 
 }  // namespace tidegate::encoder
