@@ -68,7 +68,10 @@ int main(int argc, char** argv) {
     else if (a == "--prompt-count") count = std::stoul(v);
     else if (a == "--intra-op") threads = std::stoi(v);
     else if (a == "--entry-texts") entry_texts = v;
-    else if (a == "--matrix-tiles") matrix_tiles = v != "off";
+    else if (a == "--matrix-tiles") {
+      if (v != "on" && v != "off") throw std::invalid_argument("--matrix-tiles: on or off");
+      matrix_tiles = v == "on";
+    }
     else if (a == "--verifier-precision") {
       if (v == "bf16") verifier_precision = MiniLMPrecision::kBf16;
       else if (v == "fp32") verifier_precision = MiniLMPrecision::kFp32;
@@ -198,7 +201,7 @@ int main(int argc, char** argv) {
                             {"intra_op_threads", threads},
                             {"verifier_layers", verifier->layers()},
                             {"verifier_precision", verifier->precision()},
-                            {"matrix_tiles", matrix_tiles && minilm_matrix_tiles_supported()},
+                            {"matrix_tiles", verifier->matrix_tiles()},
                             {"mean_pair_tokens", double(tokens) / double(queries.size() * candidates)},
                             {"embed", summary(embed_ms)},
                             {"search", summary(search_ms)},

@@ -54,22 +54,24 @@ void run(benchmark::State& state, Embedder& embedder) {
 // them), then fp32 beside it.
 void BM_MiniLM(benchmark::State& state) {
   static auto embedder = tidegate::encoder::make_minilm_embedder(model());
-  state.counters["matrix_tiles"] = tidegate::encoder::minilm_matrix_tiles_supported() ? 1 : 0;
+  state.counters["matrix_tiles"] = tidegate::encoder::minilm_arithmetic({}).matrix_tiles ? 1 : 0;
   run(state, *embedder);
 }
 BENCHMARK(BM_MiniLM)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // bf16 on AVX512-BF16's dot instruction where the default runs on the CPU's matrix tiles (AMX):
-// the peer of the tile kernel, in the same run. Equal to BM_MiniLM on a CPU without tiles.
-void BM_MiniLM_bf16_dot(benchmark::State& state) {
+// the peer of the tile kernel, in the same run (equal to the default on a CPU without tiles).
+// One embedder shared by the benchmarks that use it.
+Embedder& dot_kernel_embedder() {
   static auto embedder = [] {
     tidegate::encoder::MiniLMOptions options;
     options.matrix_tiles = false;
     return tidegate::encoder::make_minilm_embedder(model(), options);
   }();
-  state.counters["matrix_tiles"] = 0;
-  run(state, *embedder);
+  return *embedder;
 }
+
+void BM_MiniLM_bf16_dot(benchmark::State& state) { run(state, dot_kernel_embedder()); }
 BENCHMARK(BM_MiniLM_bf16_dot)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MiniLM_fp32(benchmark::State& state) {
@@ -131,14 +133,7 @@ BENCHMARK(BM_MiniLM_tokens)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::
 void BM_MiniLM_tokens_2threads(benchmark::State& state) { run_length(state, two_thread_embedder()); }
 BENCHMARK(BM_MiniLM_tokens_2threads)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_MiniLM_tokens_bf16_dot(benchmark::State& state) {
-  static auto embedder = [] {
-    tidegate::encoder::MiniLMOptions options;
-    options.matrix_tiles = false;
-    return tidegate::encoder::make_minilm_embedder(model(), options);
-  }();
-  run_length(state, *embedder);
-}
+void BM_MiniLM_tokens_bf16_dot(benchmark::State& state) { run_length(state, dot_kernel_embedder()); }
 BENCHMARK(BM_MiniLM_tokens_bf16_dot)->Arg(8)->Arg(16)->Arg(24)->Arg(31)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Tokenize(benchmark::State& state) {

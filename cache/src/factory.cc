@@ -117,9 +117,8 @@ std::shared_ptr<encoder::Embedder> make_embedder(const EmbedderConfig& config) {
     auto cpu = encoder::make_minilm_embedder(model_dir, options);
     // Which dense arithmetic the CPU runs: the same config is 2-4x apart between hosts with and
     // without AMX or AVX512-BF16 (bench/RESULTS.md), which an operator comparing hosts should see.
-    const bool bf16 = config.precision != encoder::MiniLMPrecision::kFp32 && encoder::minilm_bf16_supported();
-    log::info("cache.embedder_cpu", {{"precision", bf16 ? "bf16" : "fp32"},
-                                     {"matrix_tiles", bf16 && encoder::minilm_matrix_tiles_supported()}});
+    const auto arithmetic = encoder::minilm_arithmetic(options);
+    log::info("cache.embedder_cpu", {{"precision", arithmetic.precision}, {"matrix_tiles", arithmetic.matrix_tiles}});
     return cpu;
   }
   if (config.type == "hash") {

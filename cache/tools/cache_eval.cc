@@ -121,6 +121,11 @@ int main(int argc, char** argv) {
     }
   }
   if (pairs_path.empty()) return usage();
+  // Both files come from the verifier's tiers: without --verifier they would silently not appear.
+  if (verifier_dir.empty() && (!calibration_out.empty() || !candidates_out.empty())) {
+    std::cerr << "--write-calibration and --dump-candidates need --verifier DIR\n";
+    return usage();
+  }
   try {
     std::shared_ptr<const CacheConfig> config = std::make_shared<CacheConfig>();
     // A --model-dir on the command line is read from the working directory.

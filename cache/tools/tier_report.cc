@@ -273,15 +273,20 @@ boost::json::object tier_report(const TierInputs& in, const encoder::PairVerifie
     if (!f) throw std::runtime_error("cannot write " + in.candidates_out);
     f << "row,cosine,probability,fails_numbers,fails_names,fails_negation,fails_order,own,duplicate\n";
     f.precision(9);
-    const auto fails = [&](std::size_t i, std::size_t j, GuardChecks only) { return lexical_guard(q2[i], q1[j], only) ? 0 : 1; };
+    // Each check alone, in the header's order.
+    constexpr bool GuardChecks::*kChecks[] = {&GuardChecks::numbers, &GuardChecks::names, &GuardChecks::negation,
+                                              &GuardChecks::order};
     std::size_t at = 0;
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t k = 0; k < kept[i].size(); ++k, ++at) {
         const auto j = kept[i][k];
-        f << i << "," << kept_cos[i][k] << "," << prob[at] << "," << fails(i, j, {true, false, false, false}) << ","
-          << fails(i, j, {false, true, false, false}) << "," << fails(i, j, {false, false, true, false}) << ","
-          << fails(i, j, {false, false, false, true}) << "," << (q1[j] == q1[i] ? 1 : 0) << ","
-          << (in.duplicate[i] ? 1 : 0) << "\n";
+        f << i << "," << kept_cos[i][k] << "," << prob[at];
+        for (const auto check : kChecks) {
+          GuardChecks only{false, false, false, false};
+          only.*check = true;
+          f << "," << (lexical_guard(q2[i], q1[j], only) ? 0 : 1);
+        }
+        f << "," << (q1[j] == q1[i] ? 1 : 0) << "," << (in.duplicate[i] ? 1 : 0) << "\n";
       }
   }
   // The decision score: the verifier's probability combined with the candidate's cosine by a

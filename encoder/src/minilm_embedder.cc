@@ -77,6 +77,11 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
 bool minilm_bf16_supported() { return cpu_has_bf16_dot(); }
 bool minilm_matrix_tiles_supported() { return cpu_has_bf16_tiles(); }
 
+MiniLMArithmetic minilm_arithmetic(const MiniLMOptions& options) {
+  const DenseMath math = dense_math_for(options.precision, options.matrix_tiles, "minilm");
+  return {math == DenseMath::kFp32 ? "fp32" : "bf16", math == DenseMath::kBf16Tiles};
+}
+
 DenseMath dense_math_for(MiniLMPrecision precision, bool matrix_tiles, const char* who) {
   switch (precision) {
     case MiniLMPrecision::kFp32:

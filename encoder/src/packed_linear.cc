@@ -143,7 +143,7 @@ bool cpu_has_bf16_dot() {
 }
 
 // The tile path converts rows with AVX512-BF16 as well; every CPU with AMX-BF16 has both.
-bool cpu_has_bf16_tiles() { return cpu_has_bf16_dot() && tiles::cpu_has_bf16_tiles(); }
+bool cpu_has_bf16_tiles() { return cpu_has_bf16_dot() && tiles::amx_bf16_usable(); }
 
 namespace {
 

@@ -81,7 +81,7 @@ __attribute__((target("amx-tile"))) void release() { _tile_release(); }
 
 }  // namespace
 
-bool cpu_has_bf16_tiles() {
+bool amx_bf16_usable() {
   static const bool has = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;

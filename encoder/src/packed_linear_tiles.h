@@ -18,7 +18,8 @@ constexpr std::size_t kTileK = 32;     // bf16 values in a 64-byte tile row
 
 // True when the CPU has AMX-TILE and AMX-BF16 and the kernel lets this process use the tile
 // data (Linux asks each process to request it: arch_prctl ARCH_REQ_XCOMP_PERM). Asked once.
-bool cpu_has_bf16_tiles();
+// PackedLinear's cpu_has_bf16_tiles() also asks for AVX512-BF16, which converts the rows.
+bool amx_bf16_usable();
 
 // y[r, col + j] = bias[col + j] + sum_k x[r, k] w[col + j, k] for r < rows and the outputs of
 // panels [first_panel, last_panel) (16 outputs each; `out` bounds the last one).

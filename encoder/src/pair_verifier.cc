@@ -142,8 +142,6 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
   impl.head_bias = tensor("classifier.bias", {1})[0];
 
   const DenseMath math = dense_math_for(options.precision, options.matrix_tiles, "pair verifier");
-  v->precision_ = math == DenseMath::kFp32 ? "fp32" : "bf16";
-  v->matrix_tiles_ = math == DenseMath::kBf16Tiles;
   impl.packed = pack_minilm(w, math);
   if (options.intra_op_threads > 1)
     impl.pool = std::make_unique<IntraOpPool>(static_cast<std::size_t>(options.intra_op_threads - 1));
@@ -151,6 +149,11 @@ std::unique_ptr<PairVerifier> PairVerifier::load(const std::string& dir, std::sh
 }
 
 std::size_t PairVerifier::layers() const { return impl_->weights.layers.size(); }
+// What the packed layers run (every layer is packed alike, and a verifier has at least one).
+const char* PairVerifier::precision() const {
+  return impl_->packed.front().qkv.math() == DenseMath::kFp32 ? "fp32" : "bf16";
+}
+bool PairVerifier::matrix_tiles() const { return impl_->packed.front().qkv.math() == DenseMath::kBf16Tiles; }
 const MiniLMWeights& PairVerifier::weights() const { return impl_->weights; }
 
 float PairVerifier::probability_from_cls(const float* cls) const {

@@ -175,6 +175,13 @@ std::unique_ptr<Embedder> make_minilm_embedder(std::shared_ptr<const MiniLMModel
 bool minilm_bf16_supported();
 // Whether this CPU runs bf16 products on matrix tiles (MiniLMOptions::matrix_tiles).
 bool minilm_matrix_tiles_supported();
+// The dense arithmetic an embedder made with `options` runs on this CPU: "fp32" or "bf16", and
+// whether on matrix tiles. Throws as make_minilm_embedder does for a precision the CPU lacks.
+struct MiniLMArithmetic {
+  const char* precision;
+  bool matrix_tiles;
+};
+MiniLMArithmetic minilm_arithmetic(const MiniLMOptions& options);
 
 // The forward pass on token ids ([CLS] ... [SEP] each), for tests and for parity checks of other
 // backends: returns ids.size() * hidden floats, mean-pooled and L2-normalised.

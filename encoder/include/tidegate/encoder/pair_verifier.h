@@ -81,9 +81,9 @@ class PairVerifier final : public PairScorer {
   float probability_from_cls(const float* cls) const;
   const MiniLMModel& base() const { return *base_; }
   // The arithmetic its dense layers run ("fp32" or "bf16").
-  const char* precision() const { return precision_; }
+  const char* precision() const;
   // Whether they run on the CPU's matrix tiles (PairVerifierOptions::matrix_tiles).
-  bool matrix_tiles() const { return matrix_tiles_; }
+  bool matrix_tiles() const;
   const std::string& weights_path() const { return path_; }
 
  private:
@@ -93,8 +93,6 @@ class PairVerifier final : public PairScorer {
   std::shared_ptr<const MiniLMModel> base_;
   std::string path_;
   std::size_t max_tokens_ = 0;
-  const char* precision_ = "fp32";
-  bool matrix_tiles_ = false;
 };
 
 }  // namespace tidegate::encoder
