@@ -39,7 +39,10 @@ it was shared; manifest.json is the last run's). The model was chosen by the hel
 --init/--skip continue a run on further items. --pair-cosines/--min-cosine report the held-out AUC
 on the pairs the cache would ask the verifier about (MiniLM cosine at or above the cut: 0.79 for
 the shipped model at 0.7, against 0.90 on all pairs) and train on those pairs only; one epoch of
-that on top of the shipped model (2026-12-05, 1,258 steps, 573 s) gave 0.790, so it is not shipped. fixtures.json (24 held-out pairs: ids, token types,
+that on top of the shipped model (2026-12-05, 1,258 steps, 573 s) gave 0.790, so it is not shipped.
+--layers 6 --epochs 1 --lr 6e-5 (2026-12-05, from MiniLM, 2,472 steps, 2,204 s at 0.78 s a step)
+gave held-out AUC 0.923; not shipped: twice the verifier's time for few more hits at the cache's
+strict settings (bench/RESULTS.md, "a 6-layer verifier"). fixtures.json (24 held-out pairs: ids, token types,
 torch's probability on the bf16 weights) is what encoder's parity test checks.
 The C++ runtime: encoder/src/pair_verifier.cc; calibration.csv beside the weights is
 written by tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
