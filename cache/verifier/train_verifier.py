@@ -59,6 +59,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
@@ -185,6 +186,31 @@ def batches(items, size, shuffle, rng):
         yield ids, types, mask, torch.tensor([c[2] for c in chunk], dtype=torch.float32)
 
 
+def load_teacher(minilm_weights, folder):
+    path = os.path.join(folder, "verifier.safetensors")
+    with safe_open(path, "pt") as f:
+        layers = int(f.metadata()["layers"])
+    teacher = CrossEncoder(minilm_weights, layers)
+    for k, v in load_file(path).items():
+        teacher.p[k.replace(".", "__")].data.copy_(v.float())
+    print(f"teacher: {path}, {layers} layers", flush=True)
+    return teacher
+
+
+def with_teacher_targets(items, teacher, weight):
+    """Each item's target becomes (1 - weight) * label + weight * teacher probability: a soft
+    label that says how sure a stronger model is, which tells the small model more than the 0/1
+    label alone (and gives it less reason to memorise noisy labels)."""
+    teacher.eval()
+    probs = []
+    started = time.time()
+    with torch.no_grad():
+        for ids, types, mask, _ in batches(items, 256, False, None):
+            probs.extend(torch.sigmoid(teacher(ids, types, mask)).tolist())
+    print(f"teacher scored {len(items)} items in {time.time() - started:.0f}s", flush=True)
+    return [(i, t, (1 - weight) * y + weight * p) for (i, t, y), p in zip(items, probs)]
+
+
 def auc(scores, labels):
     order = np.argsort(scores)
     ranks = np.empty(len(scores))
@@ -224,6 +250,10 @@ def main():
     ap.add_argument("--pair-cosines", default="",
                     help="one MiniLM cosine per row of --train (pair_cosines.py); with --min-cosine, train only on "
                          "the pairs the cache would ask the verifier about")
+    ap.add_argument("--teacher", default="",
+                    help="a larger verifier's folder (verifier.safetensors): distil its probabilities into this one")
+    ap.add_argument("--teacher-weight", type=float, default=0.5,
+                    help="share of the loss that follows the teacher's probability; the rest follows the label")
     ap.add_argument("--min-cosine", type=float, default=-1.0,
                     help="train on pairs at or above this cosine (the cache's verifier.floor minus a margin)")
     args = ap.parse_args()
@@ -253,6 +283,10 @@ def main():
     if args.limit:
         train = train[:args.limit]
     weights = load_file(os.path.join(args.minilm, "model.safetensors"))
+    if args.teacher:
+        # Computed once, before training: the teacher is frozen and the items are fixed. The
+        # held-out pairs keep their labels (the teacher never trained on them either).
+        train = with_teacher_targets(train, load_teacher(weights, args.teacher), args.teacher_weight)
     model = CrossEncoder(weights, args.layers)
     if args.init:
         for k, v in load_file(args.init).items():
@@ -294,7 +328,11 @@ def main():
         print("held out, at or above --min-cosine:", metrics["at_or_above_min_cosine"], flush=True)
 
     os.makedirs(args.out, exist_ok=True)
-    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init", "pair_cosines")}
+    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init", "pair_cosines", "teacher")}
+    if args.teacher:
+        hp["teacher_sha256"] = sha256(os.path.join(args.teacher, "verifier.safetensors"))
+    else:
+        hp.pop("teacher_weight")
     if args.pair_cosines:
         hp["pair_cosines_sha256"] = sha256(args.pair_cosines)
     hp["steps_done"] = step
