@@ -42,7 +42,10 @@ the shipped model at 0.7, against 0.90 on all pairs) and train on those pairs on
 that on top of the shipped model (2026-12-05, 1,258 steps, 573 s) gave 0.790, so it is not shipped.
 --layers 6 --epochs 1 --lr 6e-5 (2026-12-05, from MiniLM, 2,472 steps, 2,204 s at 0.78 s a step)
 gave held-out AUC 0.923; not shipped: twice the verifier's time for few more hits at the cache's
-strict settings (bench/RESULTS.md, "a 6-layer verifier"). fixtures.json (24 held-out pairs: ids, token types,
+strict settings (bench/RESULTS.md, "a 6-layer verifier").
+--teacher <that 6-layer folder> --teacher-weight 0.5 (distillation into 3 layers) is written but
+unmeasured: its first run (2026-12-05) was stopped after the teacher had scored the training
+items (2,491 s beside a CI run) and 400 student steps. fixtures.json (24 held-out pairs: ids, token types,
 torch's probability on the bf16 weights) is what encoder's parity test checks.
 The C++ runtime: encoder/src/pair_verifier.cc; calibration.csv beside the weights is
 written by tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
