@@ -189,15 +189,19 @@ def batches(items, size, shuffle, rng):
         yield ids, types, mask, torch.tensor([c[2] for c in chunk], dtype=torch.float32)
 
 
+def load_verifier(model, path):
+    """Overwrites model's verifier tensors with those of a verifier.safetensors (--init, --teacher)."""
+    for k, v in load_file(path).items():
+        model.p[k.replace(".", "__")].data.copy_(v.float())
+    return model
+
+
 def load_teacher(minilm_weights, folder):
     path = os.path.join(folder, "verifier.safetensors")
     with safe_open(path, "pt") as f:
         layers = int(f.metadata()["layers"])
-    teacher = CrossEncoder(minilm_weights, layers)
-    for k, v in load_file(path).items():
-        teacher.p[k.replace(".", "__")].data.copy_(v.float())
     print(f"teacher: {path}, {layers} layers", flush=True)
-    return teacher
+    return load_verifier(CrossEncoder(minilm_weights, layers), path)
 
 
 def with_teacher_targets(items, teacher, weight):
@@ -205,11 +209,14 @@ def with_teacher_targets(items, teacher, weight):
     label that says how sure a stronger model is, which tells the small model more than the 0/1
     label alone (and gives it less reason to memorise noisy labels)."""
     teacher.eval()
-    probs = []
+    # Scored shortest first, so a batch pads to its own length rather than to the longest item.
+    by_length = sorted(range(len(items)), key=lambda i: len(items[i][0]))
+    probs = [0.0] * len(items)
     started = time.time()
     with torch.no_grad():
-        for ids, types, mask, _ in batches(items, 256, False, None):
-            probs.extend(torch.sigmoid(teacher(ids, types, mask)).tolist())
+        for s, (ids, types, mask, _) in enumerate(batches([items[i] for i in by_length], 256, False, None)):
+            for i, p in zip(by_length[s * 256:], torch.sigmoid(teacher(ids, types, mask)).tolist()):
+                probs[i] = p
     print(f"teacher scored {len(items)} items in {time.time() - started:.0f}s", flush=True)
     return [(i, t, (1 - weight) * y + weight * p) for (i, t, y), p in zip(items, probs)]
 
@@ -260,6 +267,8 @@ def main():
     ap.add_argument("--min-cosine", type=float, default=-1.0,
                     help="train on pairs at or above this cosine (the cache's verifier.floor minus a margin)")
     args = ap.parse_args()
+    if not 0.0 <= args.teacher_weight <= 1.0:
+        ap.error(f"--teacher-weight {args.teacher_weight}: must be within [0, 1]")
 
     started = time.time()
     random.seed(args.seed)
@@ -288,12 +297,11 @@ def main():
     weights = load_file(os.path.join(args.minilm, "model.safetensors"))
     if args.teacher:
         # Computed once, before training: the teacher is frozen and the items are fixed. The
-        # held-out pairs keep their labels (the teacher never trained on them either).
+        # held-out pairs keep their labels (a teacher trained by this script never saw them).
         train = with_teacher_targets(train, load_teacher(weights, args.teacher), args.teacher_weight)
     model = CrossEncoder(weights, args.layers)
     if args.init:
-        for k, v in load_file(args.init).items():
-            model.p[k.replace(".", "__")].data.copy_(v.float())
+        load_verifier(model, args.init)
     model = model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
