@@ -417,7 +417,7 @@ def summarise(args, run, stream, records, stats, costs, metrics, sim_calls, glog
         "hits_by_label": by_label, "by_kind": by_kind,
         "false_hit_rate_labelled": by_label["wrong"] / labelled if labelled else 0.0,
         "false_hit_rate_labelled_ci95": [lo, hi],
-        "semantic_hits": len(semantic), "semantic_hits_wrong": sem_wrong,
+        "semantic_hits": len(semantic), "semantic_hits_wrong": sem_wrong, "semantic_hits_labelled": sem_labelled,
         "semantic_false_hit_rate": sem_wrong / sem_labelled if sem_labelled else 0.0,
         "semantic_false_hit_rate_ci95": list(clopper_pearson(sem_wrong, sem_labelled)),
         "false_hit_rate_strict": (by_label["wrong"] + by_label["unlabelled"]) / len(hits) if hits else 0.0,
@@ -484,7 +484,7 @@ def table(results):
             f"| {k['paraphrase']['hits']}/{k['paraphrase']['requests']} | {k['trap']['hits']}/{k['trap']['requests']} "
             f"| {k['repeat']['hits']}/{k['repeat']['requests']} "
             f"| {f(r['false_hit_rate_labelled'])} ({r['hits_by_label']['wrong']} of {r['hits_by_label']['right'] + r['hits_by_label']['wrong']}) [{f(lo)}, {f(hi)}] "
-            f"| {f(r['semantic_false_hit_rate'])} ({r['semantic_hits_wrong']} of {r['semantic_hits']}) "
+            f"| {f(r['semantic_false_hit_rate'])} ({r['semantic_hits_wrong']} of {r['semantic_hits_labelled']} labelled) "
             f"[{f(r['semantic_false_hit_rate_ci95'][0])}, {f(r['semantic_false_hit_rate_ci95'][1])}] "
             f"| {f(r['false_hit_rate_strict'])} ({r['hits_by_label']['unlabelled']} unlabelled) "
             f"| {f(a['false_hit_rate'])} ({a['false_hits']} of {a['judged']}; upper {f(a['false_hit_rate_upper'])}) "
