@@ -43,19 +43,21 @@ The 2026-12-03 model it starts from: three runs, 105 min of training in all:
   --epochs 1 --skip 0 --lr 5e-5 --init <that> --max-seconds 5400
                                                          2,472 steps, 2,900 s, held-out AUC 0.895
 Each model was chosen by the held-out AUC (training pairs never trained on), by a rule fixed
-before its run, never by quora_dev; bench/RESULTS.md has what each gives. The same student with
---teacher-weight 0.7 (soft targets 0.3 label + 0.7 teacher) gave 0.904 and 0.806; a second
-distillation epoch on the shipped student (--seed 18) 0.908 and 0.8125 (under the rule's +0.005);
-a student from MiniLM itself (no --init, --lr 8e-5, one epoch: teacher and student in about an
-hour) 0.902 and 0.803. Two more epochs
-of labels alone on the 2026-12-03 model had lowered its AUC to 0.886 (over-fit), which points to
-the teacher for the gain (one epoch of labels alone at these settings was not run). <train.cos> is
-pair_cosines.py's output for quora_train.csv. --init/--skip continue a run on further items. --pair-cosines/--min-cosine report the
-held-out AUC on the pairs the cache would ask the verifier about and train on those pairs only;
-one epoch of that on top of the 2026-12-03 model gave 0.790 there, so it was not shipped;
---report-min-cosine reports that AUC without narrowing the training. The 6-layer teacher itself
-is not shipped: twice the verifier's time for few more hits at the cache's strict settings
-(bench/RESULTS.md, "a 6-layer verifier"). --epochs 0 --init W evaluates W without training.
+before its run, never by quora_dev; bench/RESULTS.md has what each gives. Other students, not
+shipped: --teacher-weight 0.7 (soft targets 0.3 label + 0.7 teacher) gave 0.904 and 0.806; a
+second distillation epoch on the shipped student (--seed 18) 0.908 and 0.8125 (under the rule's
++0.005); a student from MiniLM itself (no --init, --lr 8e-5, one epoch: teacher and student in
+about an hour) 0.902 and 0.803. Two more epochs of labels alone on the 2026-12-03 model had
+lowered its AUC to 0.886 (over-fit), which points to the teacher for the gain (one epoch of
+labels alone at these settings was not run). The 6-layer teacher itself is not shipped: twice
+the verifier's time for few more hits at the cache's strict settings (bench/RESULTS.md, "a
+6-layer verifier").
+
+Options: --init/--skip continue a run on further items. --epochs 0 --init W evaluates W without
+training. --pair-cosines FILE (<train.cos>: pair_cosines.py's output for quora_train.csv) with
+--min-cosine X trains only on the pairs the cache would ask the verifier about, and reports the
+held-out AUC on those (one epoch of that on top of the 2026-12-03 model gave 0.790 there, so it
+was not shipped); --report-min-cosine X reports that AUC without narrowing the training.
 fixtures.json (24 held-out pairs: ids, token types, torch's probability on the bf16 weights) is
 what encoder's parity test checks.
 The C++ runtime: encoder/src/pair_verifier.cc; calibration.csv beside the weights is
@@ -283,6 +285,8 @@ def main():
     args = ap.parse_args()
     if not 0.0 <= args.teacher_weight <= 1.0:
         ap.error(f"--teacher-weight {args.teacher_weight}: must be within [0, 1]")
+    if args.report_min_cosine is not None and not args.pair_cosines:
+        ap.error("--report-min-cosine needs --pair-cosines (the cosine of each training pair)")
 
     started = time.time()
     random.seed(args.seed)
