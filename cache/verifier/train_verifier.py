@@ -60,8 +60,8 @@ held-out AUC on those (one epoch of that on top of the 2026-12-03 model gave 0.7
 was not shipped); --report-min-cosine X reports that AUC without narrowing the training.
 fixtures.json (24 held-out pairs: ids, token types, torch's probability on the bf16 weights) is
 what encoder's parity test checks.
-The C++ runtime: encoder/src/pair_verifier.cc; calibration.csv beside the weights is
-written by tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
+The model and its input encoding: verifier_model.py. The C++ runtime: encoder/src/pair_verifier.cc;
+calibration.csv beside the weights is written by tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
 """
 import argparse
 import csv
@@ -75,11 +75,10 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer
 
-HIDDEN, HEADS, FFN = 384, 12, 1536
+from verifier_data import held_out
+from verifier_model import CrossEncoder, PairTokenizer, load_teacher, load_verifier
 
 
 def sha256(path):
@@ -88,83 +87,6 @@ def sha256(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-class PairTokenizer:
-    def __init__(self, model_dir, max_tokens):
-        self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
-        self.tok.no_truncation()
-        self.tok.no_padding()
-        self.cls = self.tok.token_to_id("[CLS]")
-        self.sep = self.tok.token_to_id("[SEP]")
-        self.max_tokens = max_tokens
-
-    def pieces(self, text):
-        return self.tok.encode(text, add_special_tokens=False).ids
-
-    def pair(self, a, b):
-        a, b = list(a), list(b)
-        budget = self.max_tokens - 3
-        while len(a) + len(b) > budget:
-            if len(a) > len(b):
-                a.pop()
-            else:
-                b.pop()
-        ids = [self.cls] + a + [self.sep] + b + [self.sep]
-        types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        return ids, types
-
-
-class CrossEncoder(torch.nn.Module):
-    """BERT layers as MiniLM has them (post-LayerNorm, GELU), written out so the C++ port has
-    one obvious reference."""
-
-    def __init__(self, weights, layers):
-        super().__init__()
-        self.layers = layers
-        self.word = torch.nn.Parameter(weights["embeddings.word_embeddings.weight"], requires_grad=False)
-        self.pos = torch.nn.Parameter(weights["embeddings.position_embeddings.weight"], requires_grad=False)
-        self.p = torch.nn.ParameterDict()
-        for name, t in weights.items():
-            keep = name.startswith("embeddings.token_type") or name.startswith("embeddings.LayerNorm")
-            keep |= any(name.startswith(f"encoder.layer.{i}.") for i in range(layers))
-            if keep:
-                self.p[name.replace(".", "__")] = torch.nn.Parameter(t.clone())
-        self.p["classifier__weight"] = torch.nn.Parameter(torch.zeros(1, HIDDEN))
-        self.p["classifier__bias"] = torch.nn.Parameter(torch.zeros(1))
-
-    def w(self, name):
-        return self.p[name.replace(".", "__")]
-
-    def lin(self, x, name):
-        return F.linear(x, self.w(name + ".weight"), self.w(name + ".bias"))
-
-    def ln(self, x, name):
-        return F.layer_norm(x, (HIDDEN,), self.w(name + ".weight"), self.w(name + ".bias"), eps=1e-12)
-
-    def forward(self, ids, types, mask):
-        n, t = ids.shape
-        x = self.word[ids] + self.pos[:t].unsqueeze(0) + self.w("embeddings.token_type_embeddings.weight")[types]
-        x = self.ln(x, "embeddings.LayerNorm")
-        bias = (1.0 - mask[:, None, None, :].float()) * -1e9
-        d = HIDDEN // HEADS
-        for i in range(self.layers):
-            pre = f"encoder.layer.{i}."
-            q = self.lin(x, pre + "attention.self.query").view(n, t, HEADS, d).transpose(1, 2)
-            k = self.lin(x, pre + "attention.self.key").view(n, t, HEADS, d).transpose(1, 2)
-            v = self.lin(x, pre + "attention.self.value").view(n, t, HEADS, d).transpose(1, 2)
-            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + bias, dim=-1)
-            ctx = (att @ v).transpose(1, 2).reshape(n, t, HIDDEN)
-            x = self.ln(x + self.lin(ctx, pre + "attention.output.dense"), pre + "attention.output.LayerNorm")
-            h = F.gelu(self.lin(x, pre + "intermediate.dense"))
-            x = self.ln(x + self.lin(h, pre + "output.dense"), pre + "output.LayerNorm")
-        return self.lin(x[:, 0], "classifier").squeeze(-1)
-
-    def exported(self):
-        out = {}
-        for key, t in self.p.items():
-            out[key.replace("__", ".")] = t.detach().to(torch.bfloat16).contiguous()
-        return out
 
 
 def read_pairs(path):
@@ -181,10 +103,6 @@ def read_cosines(path, rows):
     return values
 
 
-def held_out(q):
-    return int(hashlib.sha256(q.strip().lower().encode()).hexdigest()[:8], 16) % 20 == 0
-
-
 def batches(items, size, shuffle, rng):
     order = list(range(len(items)))
     if shuffle:
@@ -199,22 +117,7 @@ def batches(items, size, shuffle, rng):
             ids[j, :len(i_)] = torch.tensor(i_)
             types[j, :len(t_)] = torch.tensor(t_)
             mask[j, :len(i_)] = 1
-        yield ids, types, mask, torch.tensor([c[2] for c in chunk], dtype=torch.float32)
-
-
-def load_verifier(model, path):
-    """Overwrites model's verifier tensors with those of a verifier.safetensors (--init, --teacher)."""
-    for k, v in load_file(path).items():
-        model.p[k.replace(".", "__")].data.copy_(v.float())
-    return model
-
-
-def load_teacher(minilm_weights, folder):
-    path = os.path.join(folder, "verifier.safetensors")
-    with safe_open(path, "pt") as f:
-        layers = int(f.metadata()["layers"])
-    print(f"teacher: {path}, {layers} layers", flush=True)
-    return load_verifier(CrossEncoder(minilm_weights, layers), path)
+        yield ids, types, mask, torch.tensor([-1.0 if c[2] is None else c[2] for c in chunk], dtype=torch.float32)
 
 
 def with_teacher_targets(items, teacher, weight):
@@ -232,7 +135,8 @@ def with_teacher_targets(items, teacher, weight):
             for i, p in zip(by_length[s * size:], torch.sigmoid(teacher(ids, types, mask)).tolist()):
                 probs[i] = p
     print(f"teacher scored {len(items)} items in {time.time() - started:.0f}s", flush=True)
-    return [(i, t, (1 - weight) * y + weight * p) for (i, t, y), p in zip(items, probs)]
+    # An item without a label (--extra-pairs) follows the teacher alone.
+    return [(i, t, p if y is None else (1 - weight) * y + weight * p) for (i, t, y), p in zip(items, probs)]
 
 
 def auc(scores, labels):
@@ -278,6 +182,9 @@ def main():
                     help="a larger verifier's folder (verifier.safetensors): distil its probabilities into this one")
     ap.add_argument("--teacher-weight", type=float, default=0.5,
                     help="share of the loss that follows the teacher's probability; the rest follows the label")
+    ap.add_argument("--extra-pairs", default="",
+                    help="with --teacher: unlabelled pairs (mine_pairs.py's CSV) trained on the teacher's probability "
+                         "alone, after --skip/--limit")
     ap.add_argument("--min-cosine", type=float, default=-1.0,
                     help="train on pairs at or above this cosine (the cache's verifier.floor minus a margin)")
     ap.add_argument("--report-min-cosine", type=float, default=None,
@@ -288,6 +195,8 @@ def main():
         ap.error(f"--teacher-weight {args.teacher_weight}: must be within [0, 1]")
     if args.report_min_cosine is not None and not args.pair_cosines:
         ap.error("--report-min-cosine needs --pair-cosines (the cosine of each training pair)")
+    if args.extra_pairs and not args.teacher:
+        ap.error("--extra-pairs needs --teacher (the pairs have no labels of their own)")
     if args.teacher and args.epochs == 0:
         ap.error("--teacher with --epochs 0: nothing would learn from the teacher's scores")
 
@@ -316,6 +225,15 @@ def main():
     train = train[args.skip:]
     if args.limit:
         train = train[:args.limit]
+    if args.extra_pairs:
+        with open(args.extra_pairs, newline="", encoding="utf-8") as f:
+            extra = [(r["question1"], r["question2"]) for r in csv.DictReader(f)]
+        extra = [(a, b) for a, b in extra if not (held_out(a) or held_out(b))]
+        for a, b in extra:
+            ta, tb = pt.pieces(a), pt.pieces(b)
+            train.append((*pt.pair(ta, tb), None))
+            train.append((*pt.pair(tb, ta), None))
+        print(f"--extra-pairs: {len(extra)} unlabelled pairs, {2 * len(extra)} items", flush=True)
     weights = load_file(os.path.join(args.minilm, "model.safetensors"))
     if args.teacher:
         # Computed once, before training: the teacher is frozen and the items are fixed. The
@@ -360,13 +278,16 @@ def main():
         print("held out, at or above the cosine:", metrics["at_or_above_cosine"], flush=True)
 
     os.makedirs(args.out, exist_ok=True)
-    hp = {k: v for k, v in vars(args).items() if k not in ("train", "minilm", "out", "init", "pair_cosines", "teacher")}
+    hp = {k: v for k, v in vars(args).items()
+          if k not in ("train", "minilm", "out", "init", "pair_cosines", "teacher", "extra_pairs")}
     if args.teacher:
         hp["teacher_sha256"] = sha256(os.path.join(args.teacher, "verifier.safetensors"))
     else:
         hp.pop("teacher_weight")
     if args.pair_cosines:
         hp["pair_cosines_sha256"] = sha256(args.pair_cosines)
+    if args.extra_pairs:
+        hp["extra_pairs_sha256"] = sha256(args.extra_pairs)
     hp["steps_done"] = step
     if args.init:
         hp["init_sha256"] = sha256(args.init)
