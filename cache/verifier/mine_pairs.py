@@ -22,7 +22,7 @@ import random
 
 import numpy as np
 
-from verifier_data import held_out, normalised
+from verifier_data import held_out, normalised, read_question_pairs
 
 
 def mine(rows, v, floor, top, block=1024):
@@ -71,8 +71,7 @@ def main():
     if args.top < 1:
         ap.error(f"--top {args.top}: must be at least 1")
 
-    with open(args.pairs_csv, newline="", encoding="utf-8") as f:
-        rows = [(r["question1"], r["question2"]) for r in csv.DictReader(f)]
+    rows = read_question_pairs(args.pairs_csv)
     n = len(rows)
     v = np.fromfile(args.vectors, dtype=np.float32)
     if n == 0 or v.size % (2 * n):

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """mine_pairs.mine on a handful of questions whose vectors are built by hand: each exclusion
-rule has a question that only it keeps out."""
+rule has a question that only it keeps out. And the pairs reader's errors."""
 import os
 import sys
+import tempfile
 import unittest
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mine_pairs import mine  # noqa: E402
-from verifier_data import held_out  # noqa: E402
+from verifier_data import held_out, read_question_pairs  # noqa: E402
 
 
 def unit(*xs):
@@ -65,6 +66,25 @@ class Mine(unittest.TestCase):
         rows = [("How do I learn Python?", "Where is Paris"), ("how do i learn python", "x y z")]
         v = np.stack([unit(1, 0, 0, 0), unit(1, 0.01, 0, 0), unit(0, 1, 0, 0), unit(0, 0, 0, 1)])
         self.assertEqual(mine(rows, v, floor=0.8, top=4), [])
+
+
+class ReadQuestionPairs(unittest.TestCase):
+    def read(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write(text)
+        self.addCleanup(os.unlink, f.name)
+        return read_question_pairs(f.name)
+
+    def test_rows_are_read_by_column_name(self):
+        self.assertEqual(self.read("is_duplicate,question2,question1\n1,b?,a?\n"), [("a?", "b?")])
+
+    def test_a_missing_column_or_a_short_line_is_named(self):
+        with self.assertRaisesRegex(SystemExit, "no column question2 in its header line"):
+            self.read("question1,q2\na,b\n")
+        with self.assertRaisesRegex(SystemExit, "empty file"):
+            self.read("")
+        with self.assertRaisesRegex(SystemExit, "line 3 has fewer fields"):
+            self.read("question1,question2\na,b\nc\n")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from verifier_data import held_out
+from verifier_data import held_out, read_question_pairs
 from verifier_model import CrossEncoder, PairTokenizer, load_teacher, load_verifier
 
 
@@ -229,9 +229,7 @@ def main():
     if args.limit:
         train = train[:args.limit]
     if args.extra_pairs:
-        with open(args.extra_pairs, newline="", encoding="utf-8") as f:
-            extra = [(r["question1"], r["question2"]) for r in csv.DictReader(f)]
-        extra = [(a, b) for a, b in extra if not (held_out(a) or held_out(b))]
+        extra = [(a, b) for a, b in read_question_pairs(args.extra_pairs) if not (held_out(a) or held_out(b))]
         for a, b in extra:
             ta, tb = pt.pieces(a), pt.pieces(b)
             train.append((*pt.pair(ta, tb), None))
