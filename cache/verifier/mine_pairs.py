@@ -22,18 +22,23 @@ import random
 
 import numpy as np
 
-from verifier_data import held_out, normalised, read_question_pairs
+from verifier_data import held_out, normalised, read_pair_vectors, read_question_pairs
+
+
+def questions(rows):
+    """Every row's question1, then every row's question2: the order of the saved vectors."""
+    return [a for a, _ in rows] + [b for _, b in rows]
 
 
 def mine(rows, v, floor, top, block=1024):
     """rows: (question1, question2) per labelled pair; v: their vectors, every question1's then
     every question2's, unit length. Returns the mined pairs as index pairs (i < j) into that
     order, sorted."""
-    texts = [a for a, _ in rows] + [b for _, b in rows]
+    texts = questions(rows)
+    keys = [normalised(q) for q in texts]
     # One entry per distinct normalised question outside the held-out bucket.
     first = {}
-    for i, q in enumerate(texts):
-        key = normalised(q)
+    for i, (q, key) in enumerate(zip(texts, keys)):
         if key and key not in first and not held_out(q):
             first[key] = i
     keep = np.array(sorted(first.values()), dtype=np.int64)
@@ -53,7 +58,7 @@ def mine(rows, v, floor, top, block=1024):
                 if sims[r, c] < floor:
                     continue
                 i, j = int(keep[s + r]), int(keep[c])
-                if frozenset((normalised(texts[i]), normalised(texts[j]))) not in labelled:
+                if frozenset((keys[i], keys[j])) not in labelled:
                     found.add((min(i, j), max(i, j)))
     return sorted(found)
 
@@ -72,12 +77,8 @@ def main():
         ap.error(f"--top {args.top}: must be at least 1")
 
     rows = read_question_pairs(args.pairs_csv)
-    n = len(rows)
-    v = np.fromfile(args.vectors, dtype=np.float32)
-    if n == 0 or v.size % (2 * n):
-        raise SystemExit(f"{args.vectors}: {v.size} floats is not two vectors for each of {n} rows of {args.pairs_csv}")
-    v = v.reshape(2 * n, -1)
-    texts = [a for a, _ in rows] + [b for _, b in rows]
+    v = read_pair_vectors(args.vectors, len(rows))
+    texts = questions(rows)
     found = mine(rows, v, args.floor, args.top)
     print(f"{len(found)} unlabelled pairs at cosine >= {args.floor} among each question's top {args.top}", flush=True)
     if args.max_pairs and len(found) > args.max_pairs:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """mine_pairs.mine on a handful of questions whose vectors are built by hand: each exclusion
-rule has a question that only it keeps out. And the pairs reader's errors."""
+rule has a question that only it keeps out. And the readers' errors."""
 import os
 import sys
 import tempfile
@@ -10,7 +10,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mine_pairs import mine  # noqa: E402
-from verifier_data import held_out, read_question_pairs  # noqa: E402
+from verifier_data import held_out, read_pair_vectors, read_question_pairs  # noqa: E402
 
 
 def unit(*xs):
@@ -85,6 +85,18 @@ class ReadQuestionPairs(unittest.TestCase):
             self.read("")
         with self.assertRaisesRegex(SystemExit, "line 3 has fewer fields"):
             self.read("question1,question2\na,b\nc\n")
+
+
+class ReadPairVectors(unittest.TestCase):
+    def test_vectors_that_are_not_two_per_row_are_refused(self):
+        with tempfile.NamedTemporaryFile(suffix=".f32", delete=False) as f:
+            np.zeros(3 * 4, dtype=np.float32).tofile(f)
+        self.addCleanup(os.unlink, f.name)
+        self.assertEqual(read_pair_vectors(f.name, 3).shape, (6, 2))
+        with self.assertRaisesRegex(SystemExit, "12 floats is not two vectors for each of 5 rows"):
+            read_pair_vectors(f.name, 5)
+        with self.assertRaisesRegex(SystemExit, "no rows"):
+            read_pair_vectors(f.name, 0)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,6 @@ calibration.csv beside the weights is written by
 tidegate-cache-eval --verifier ... --write-calibration (see cache/README.md).
 """
 import argparse
-import csv
 import hashlib
 import json
 import math
@@ -80,7 +79,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from verifier_data import held_out, read_question_pairs
+from verifier_data import held_out, read_columns, read_question_pairs
 from verifier_model import CrossEncoder, PairTokenizer, load_teacher, load_verifier
 
 
@@ -93,8 +92,7 @@ def sha256(path):
 
 
 def read_pairs(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return [(r["question1"], r["question2"], int(r["is_duplicate"])) for r in csv.DictReader(f)]
+    return [(a, b, int(y)) for a, b, y in read_columns(path, ("question1", "question2", "is_duplicate"))]
 
 
 def read_cosines(path, rows):
@@ -120,6 +118,7 @@ def batches(items, size, shuffle, rng):
             ids[j, :len(i_)] = torch.tensor(i_)
             types[j, :len(t_)] = torch.tensor(t_)
             mask[j, :len(i_)] = 1
+        # An unlabelled item (--extra-pairs) is only ever scored by the teacher, which ignores y.
         yield ids, types, mask, torch.tensor([-1.0 if c[2] is None else c[2] for c in chunk], dtype=torch.float32)
 
 

@@ -1,9 +1,11 @@
 """What the verifier's training data rules share, without torch: which questions are held out
 (train_verifier.py reports on them and never trains on them; mine_pairs.py never pairs them),
-when two questions count as the same text, and reading question pairs."""
+when two questions count as the same text, and reading the pairs CSVs and their vectors."""
 import csv
 import hashlib
 import re
+
+import numpy as np
 
 
 def held_out(q):
@@ -17,17 +19,35 @@ def normalised(q):
     return re.sub(r"[\W_]+", " ", q.lower()).strip()
 
 
-def read_question_pairs(path):
-    """(question1, question2) of each row of a CSV with those columns; a clear error otherwise."""
+def read_columns(path, names):
+    """The named columns of every row of a CSV, as tuples; a clear error naming the file (and the
+    line) for a missing column or a short row, which would otherwise misalign rows and vectors."""
+    csv.field_size_limit(10**9)
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        missing = {"question1", "question2"} - set(reader.fieldnames or [])
+        missing = set(names) - set(reader.fieldnames or [])
         if missing:
             raise SystemExit(f"{path}: no column {', '.join(sorted(missing))} in its header line "
                              f"({','.join(reader.fieldnames or []) or 'empty file'})")
         rows = []
         for r in reader:
-            if r["question1"] is None or r["question2"] is None:
+            row = tuple(r[c] for c in names)
+            if None in row:
                 raise SystemExit(f"{path}: line {reader.line_num} has fewer fields than the header")
-            rows.append((r["question1"], r["question2"]))
+            rows.append(row)
         return rows
+
+
+def read_question_pairs(path):
+    return read_columns(path, ("question1", "question2"))
+
+
+def read_pair_vectors(path, rows):
+    """The vectors `tidegate-cache-eval --pairs CSV --vectors FILE` saves for a CSV of `rows` rows:
+    every row's question1 vector, then every row's question2 vector (float32, unit length)."""
+    if rows == 0:
+        raise SystemExit(f"{path}: no rows to read vectors for")
+    v = np.fromfile(path, dtype=np.float32)
+    if v.size % (2 * rows):
+        raise SystemExit(f"{path}: {v.size} floats is not two vectors for each of {rows} rows")
+    return v.reshape(2 * rows, -1)
