@@ -80,6 +80,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from verifier_data import held_out, read_columns, read_question_pairs
+from verifier_metrics import auc, recall_at_false_positive_rate
 from verifier_model import CrossEncoder, PairTokenizer, load_teacher, load_verifier
 
 
@@ -141,15 +142,6 @@ def with_teacher_targets(items, teacher, weight):
     return [(i, t, p if y is None else (1 - weight) * y + weight * p) for (i, t, y), p in zip(items, probs)]
 
 
-def auc(scores, labels):
-    order = np.argsort(scores)
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    pos = labels == 1
-    n1, n0 = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-
 def evaluate(model, items):
     model.eval()
     scores, labels = [], []
@@ -159,7 +151,7 @@ def evaluate(model, items):
             labels.append(y.numpy())
     s, l = np.concatenate(scores), np.concatenate(labels).astype(int)
     return {"auc": round(auc(s, l), 4), "accuracy_at_0.5": round(float(((s > 0.5) == (l == 1)).mean()), 4),
-            "pairs": int(len(l))}
+            "recall_at_fpr_0.05": round(recall_at_false_positive_rate(s, l, 0.05), 4), "pairs": int(len(l))}
 
 
 def main():
