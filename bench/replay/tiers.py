@@ -6,6 +6,12 @@ replica, awake after a promotion time), for a short and a long TTFT SLO, smooth 
 traffic. A tier at full price, or slower than a cold start, is never used (the policy says so).
 
   bench/replay/tiers.py [--bin build/bin/tidegate-replay] [--out bench/replay/tiers.md]
+  bench/replay/tiers.py --rows heldout --out bench/replay/tiers-heldout.md
+
+--rows dev (default): the two traces as recorded and their on/off variant (seed 1, load 1).
+--rows heldout: every variant at seeds 5 and 6, loads 0.7 and 2.5 (80 rows with a tier), values
+the tier work never tuned on; the summary counts the rows where the SLO is met without a tier
+and missed with one.
 """
 import argparse
 import concurrent.futures as cf
@@ -23,9 +29,19 @@ TRACES = {
     "mooncake (TTFT 10 s)": (os.path.join(DATA, "mooncake_synthetic.jsonl"), "configs/replay-mooncake-h100.yaml"),
 }
 TIERS = [None, (0.1, 2), (0.3, 2), (0.1, 5), (0.3, 5), (1.0, 2)]
+HELDOUT_TIERS = [None, (0.1, 2), (0.3, 5)]
 
 
-def run(binary, trace, config, variant, tier, tmp):
+def row_set(name):
+    """(trace, variant spec, load factor) rows."""
+    if name == "dev":
+        return [(n, v, 1) for n in TRACES for v in ("none", "onoff")]
+    return [(n, v if v == "none" else f"{v}:seed={seed}", load) for n in TRACES
+            for v in ("none", "onoff", "spikes", "mmpp", "wave") for seed in ((5,) if v == "none" else (5, 6))
+            for load in (0.7, 2.5)]
+
+
+def run(binary, trace, config, variant, load, tier, tmp):
     cfg = os.path.join(ROOT, config)
     if tier:
         with open(cfg) as f:
@@ -38,8 +54,8 @@ def run(binary, trace, config, variant, tier, tmp):
         cfg = os.path.join(tmp, f"{abs(hash((config, tier)))}.yaml")
         with open(cfg, "w") as f:
             f.write(text)
-    cmd = [binary, "--trace", trace, "--config", cfg, "--variant", variant, "--replicas-max", "128", "--json",
-           "--no-progress", "--threads", "1"]
+    cmd = [binary, "--trace", trace, "--config", cfg, "--variant", variant, "--load-factor", str(load),
+           "--replicas-max", "128", "--json", "--no-progress", "--threads", "1"]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-1500:])
@@ -49,26 +65,37 @@ def run(binary, trace, config, variant, tier, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
-    ap.add_argument("--out", default=os.path.join(HERE, "tiers.md"))
+    ap.add_argument("--out", default=None, help="default: tiers.md, or tiers-heldout.md for --rows heldout")
+    ap.add_argument("--rows", choices=("dev", "heldout"), default="dev")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     if not all(os.path.exists(p) for p, _ in TRACES.values()):
         print("tiers: shared traces not found, skipped")
         return 0
-    jobs = [(name, v, tier) for name in TRACES for v in ("none", "onoff") for tier in TIERS]
+    out = args.out or os.path.join(HERE, "tiers.md" if args.rows == "dev" else "tiers-heldout.md")
+    tiers = TIERS if args.rows == "dev" else HELDOUT_TIERS
+    jobs = [(n, v, load, tier) for n, v, load in row_set(args.rows) for tier in tiers]
     with tempfile.TemporaryDirectory() as tmp, cf.ThreadPoolExecutor(args.jobs) as pool:
-        futs = {pool.submit(run, args.bin, TRACES[n][0], TRACES[n][1], v, t, tmp): (n, v, t) for n, v, t in jobs}
+        futs = {pool.submit(run, args.bin, TRACES[n][0], TRACES[n][1], v, load, t, tmp): (n, v, load, t)
+                for n, v, load, t in jobs}
         res = {futs[f]: f.result() for f in cf.as_completed(futs)}
-    lines = ["| trace | variant | standby tier (price, wake) | TTFT att % | GPU-h equiv. | vs no tier | standby GPU-h equiv. | SLO |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for n, v, t in jobs:
-        s, base = res[(n, v, t)], res[(n, v, None)]
+    lines = ["| trace | variant | load | standby tier (price, wake) | TTFT att % | GPU-h equiv. | vs no tier | "
+             "standby GPU-h equiv. | SLO |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lost, cheaper, tiered = 0, 0, 0
+    for n, v, load, t in jobs:
+        s, base = res[(n, v, load, t)], res[(n, v, load, None)]
         tier = "none" if t is None else f"{t[0]:.1f}, {t[1]} s"
-        lines.append(f"| {n} | {v} | {tier} | {s['ttft_slo_attainment']*100:.2f} | {s['gpu_hours']:.3f} | "
+        lines.append(f"| {n} | {v} | {load} | {tier} | {s['ttft_slo_attainment']*100:.2f} | {s['gpu_hours']:.3f} | "
                      f"{s['gpu_hours']/base['gpu_hours']:.3f} | {s['gpu_hours_by_state']['standby']:.3f} | "
                      f"{'yes' if s['meets_slo'] else 'no'} |")
+        if t is not None:
+            tiered += 1
+            lost += base["meets_slo"] and not s["meets_slo"]
+            cheaper += s["meets_slo"] and s["gpu_hours"] < base["gpu_hours"] - 1e-9
+    lines += ["", f"Rows with a tier: {tiered}; SLO met without the tier and missed with it: {lost}; "
+                  f"SLO met and cheaper than without the tier: {cheaper}."]
     text = "\n".join(lines) + "\n"
-    with open(args.out, "w") as f:
+    with open(out, "w") as f:
         f.write(text)
     print(text)
     return 0

@@ -245,9 +245,16 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     cum = next;
   }
   // Standby capacity trades latency for price; while the SLO is being missed, none of it is
-  // counted on: the whole plan stays active.
+  // counted on: the whole plan stays active. Nor once a burst has begun (what is needed now
+  // reaches the level that marks a burst in the history, the level the episodes below use):
+  // the demand windows see a burst seconds late and a step at a time, and each second the
+  // fleet runs short of a burst's load leaves work behind that a fleet sized for the burst,
+  // busy with the burst itself, drains slowly. The standby was kept for this burst.
   const bool short_of_slo = headroom > 1;
-  if (short_of_slo && cum > active) {
+  const double typical = median_load(series);
+  const bool in_burst = bursty && peak > typical && base >= for_load(typical + (peak - typical) / 4);
+  const bool wake_standby = (short_of_slo || in_burst) && cum > active;
+  if (wake_standby) {
     active = cum;
     for (auto& n : out.tiers) n = 0;
   }
@@ -334,7 +341,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // cost a cold start and an idle stabilisation window, and help nobody.
   const int capacity_now = in.active + in.starting;
   if (active > capacity_now && capacity_now > 0) {
-    const double typical = median_load(series);
     const auto ep = episodes(series, typical + (peak - typical) / 4);
     if (ep.longest_done > 0 && ep.current_age >= 0 && ep.current_age <= ep.longest_done &&
         ep.current_age + cold_start_s > ep.longest_done) {
@@ -375,6 +381,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     if (out.tiers[tiers[k]] > 0)
       out.reason += ", " + std::to_string(out.tiers[tiers[k]]) + " of them " + cfg.tiers[tiers[k]].name;
   if (short_of_slo && !tiers.empty()) out.reason += "; SLO missed: no replica left in standby";
+  else if (wake_standby) out.reason += "; in a burst: standby woken";
   out.reason += prior_note + floors;
   return out;
 }

@@ -8,6 +8,7 @@
 #include "queueing.h"
 #include "tidegate/scaler/policy.h"
 #include "work_model.h"
+#include "work_model_inputs.h"
 
 namespace tidegate::scaler {
 namespace {
@@ -44,35 +45,8 @@ TEST(WorkModel, LargestSwingIgnoresNoiseAndLooksAtEveryWindow) {
   EXPECT_EQ(detail::largest_swing(s, 60, 3), 0.0);                 // all of it could be noise
 }
 
-PolicyConfig work_config() {
-  PolicyConfig c;
-  c.min_replicas = 1;
-  c.max_replicas = 100;
-  c.capacity.prefill_tokens_per_s = 10000;
-  c.capacity.attention_context_tokens = 0;
-  c.capacity.overhead = 0;
-  c.capacity.step_s = 0.2;
-  c.capacity.kv_tokens.reset();
-  c.slo.ttft_s = 1.0;
-  c.slo.attainment = 0.99;
-  c.cold_start_s = 60;
-  c.scale_down_max_rate = 100;
-  c.hold_starting_fleet = false;  // no learning hold unless a test wants one
-  return c;
-}
-
-// One second of traffic: `rate` requests of `tokens` prompt tokens each (no size histogram:
-// exponential sizes are assumed).
-PolicyInput tick(double t, double rate, double tokens, int active, std::optional<double> met = std::nullopt) {
-  PolicyInput in;
-  in.t = t;
-  in.active = active;
-  in.signals.arrivals = rate;
-  in.signals.arrival_prompt_tokens = rate * tokens;
-  in.signals.ttft_total = rate;
-  in.signals.ttft_met = met ? *met * rate : rate;
-  return in;
-}
+using work_inputs::tick;
+using work_inputs::work_config;
 
 TEST(WorkModel, DemandIsPrefillWorkSizedForTheSlo) {
   // 10 req/s x 1000 tokens at 10k tokens/s: 0.1 s each, one replica of load. With exponential

@@ -1,0 +1,39 @@
+#pragma once
+// Inputs the work model's tests share: a small fleet's config and one second of traffic.
+#include <optional>
+
+#include "tidegate/scaler/policy.h"
+
+namespace tidegate::scaler::work_inputs {
+
+inline PolicyConfig work_config() {
+  PolicyConfig c;
+  c.min_replicas = 1;
+  c.max_replicas = 100;
+  c.capacity.prefill_tokens_per_s = 10000;
+  c.capacity.attention_context_tokens = 0;
+  c.capacity.overhead = 0;
+  c.capacity.step_s = 0.2;
+  c.capacity.kv_tokens.reset();
+  c.slo.ttft_s = 1.0;
+  c.slo.attainment = 0.99;
+  c.cold_start_s = 60;
+  c.scale_down_max_rate = 100;
+  c.hold_starting_fleet = false;  // no learning hold unless a test wants one
+  return c;
+}
+
+// One second of traffic: `rate` requests of `tokens` prompt tokens each (no size histogram:
+// exponential sizes are assumed).
+inline PolicyInput tick(double t, double rate, double tokens, int active, std::optional<double> met = std::nullopt) {
+  PolicyInput in;
+  in.t = t;
+  in.active = active;
+  in.signals.arrivals = rate;
+  in.signals.arrival_prompt_tokens = rate * tokens;
+  in.signals.ttft_total = rate;
+  in.signals.ttft_met = met ? *met * rate : rate;
+  return in;
+}
+
+}  // namespace tidegate::scaler::work_inputs
