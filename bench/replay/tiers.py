@@ -9,9 +9,10 @@ traffic. A tier at full price, or slower than a cold start, is never used (the p
   bench/replay/tiers.py --rows heldout --out bench/replay/tiers-heldout.md
 
 --rows dev (default): the two traces as recorded and their on/off variant (seed 1, load 1).
---rows heldout: every variant at seeds 5 and 6, loads 0.7 and 2.5 (80 rows with a tier), values
+--rows heldout: every variant at seeds 5 and 6, loads 0.7 and 2.5 (72 rows with a tier), values
 the tier work never tuned on; the summary counts the rows where the SLO is met without a tier
-and missed with one.
+and missed with one. --rows fresh: the same at seeds 7 and 8, loads 1.5 and 4 (run once, after
+the held-out rows had judged five variants).
 """
 import argparse
 import concurrent.futures as cf
@@ -36,9 +37,10 @@ def row_set(name):
     """(trace, variant spec, load factor) rows."""
     if name == "dev":
         return [(n, v, 1) for n in TRACES for v in ("none", "onoff")]
+    seeds, loads = ((5, 6), (0.7, 2.5)) if name == "heldout" else ((7, 8), (1.5, 4))
     return [(n, v if v == "none" else f"{v}:seed={seed}", load) for n in TRACES
-            for v in ("none", "onoff", "spikes", "mmpp", "wave") for seed in ((5,) if v == "none" else (5, 6))
-            for load in (0.7, 2.5)]
+            for v in ("none", "onoff", "spikes", "mmpp", "wave") for seed in ((seeds[0],) if v == "none" else seeds)
+            for load in loads]
 
 
 def run(binary, trace, config, variant, load, tier, tmp):
@@ -65,14 +67,14 @@ def run(binary, trace, config, variant, load, tier, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
-    ap.add_argument("--out", default=None, help="default: tiers.md, or tiers-heldout.md for --rows heldout")
-    ap.add_argument("--rows", choices=("dev", "heldout"), default="dev")
+    ap.add_argument("--out", default=None, help="default: tiers.md, or tiers-<rows>.md")
+    ap.add_argument("--rows", choices=("dev", "heldout", "fresh"), default="dev")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     if not all(os.path.exists(p) for p, _ in TRACES.values()):
         print("tiers: shared traces not found, skipped")
         return 0
-    out = args.out or os.path.join(HERE, "tiers.md" if args.rows == "dev" else "tiers-heldout.md")
+    out = args.out or os.path.join(HERE, "tiers.md" if args.rows == "dev" else f"tiers-{args.rows}.md")
     tiers = TIERS if args.rows == "dev" else HELDOUT_TIERS
     jobs = [(n, v, load, tier) for n, v, load in row_set(args.rows) for tier in tiers]
     with tempfile.TemporaryDirectory() as tmp, cf.ThreadPoolExecutor(args.jobs) as pool:
