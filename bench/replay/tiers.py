@@ -5,8 +5,8 @@ The same rows with and without a standby tier (an engine asleep: a price fractio
 replica, awake after a promotion time), for a short and a long TTFT SLO, smooth and bursty
 traffic. A tier at full price, or slower than a cold start, is never used (the policy says so).
 
-  bench/replay/tiers.py [--bin build/bin/tidegate-replay] [--out bench/replay/tiers.md]
-  bench/replay/tiers.py --rows heldout --out bench/replay/tiers-heldout.md
+  bench/replay/tiers.py [--bin build/bin/tidegate-replay] [--rows dev|heldout|fresh] [--out FILE]
+  (default --out: bench/replay/tiers.md for dev, bench/replay/tiers-<rows>.md otherwise)
 
 --rows dev (default): the two traces as recorded and their on/off variant (seed 1, load 1).
 --rows heldout: every variant at seeds 5 and 6, loads 0.7 and 2.5 (72 rows with a tier), values
@@ -30,17 +30,21 @@ TRACES = {
     "mooncake (TTFT 10 s)": (os.path.join(DATA, "mooncake_synthetic.jsonl"), "configs/replay-mooncake-h100.yaml"),
 }
 TIERS = [None, (0.1, 2), (0.3, 2), (0.1, 5), (0.3, 5), (1.0, 2)]
-HELDOUT_TIERS = [None, (0.1, 2), (0.3, 5)]
+VARIANTS = ("none", "onoff", "spikes", "mmpp", "wave")
+# Row set -> (seeds, load factors, tiers); "dev" is the traces' on/off variant only.
+ROW_SETS = {
+    "dev": ((1,), (1,), TIERS),
+    "heldout": ((5, 6), (0.7, 2.5), [None, (0.1, 2), (0.3, 5)]),
+    "fresh": ((7, 8), (1.5, 4), [None, (0.1, 2), (0.3, 5)]),
+}
 
 
 def row_set(name):
-    """(trace, variant spec, load factor) rows."""
-    if name == "dev":
-        return [(n, v, 1) for n in TRACES for v in ("none", "onoff")]
-    seeds, loads = ((5, 6), (0.7, 2.5)) if name == "heldout" else ((7, 8), (1.5, 4))
-    return [(n, v if v == "none" else f"{v}:seed={seed}", load) for n in TRACES
-            for v in ("none", "onoff", "spikes", "mmpp", "wave") for seed in ((seeds[0],) if v == "none" else seeds)
-            for load in loads]
+    """(trace, variant spec, load factor) rows; a variant's first seed stands for `none`."""
+    seeds, loads, _ = ROW_SETS[name]
+    variants = VARIANTS[:2] if name == "dev" else VARIANTS
+    return [(n, v if v == "none" else f"{v}:seed={seed}", load) for n in TRACES for v in variants
+            for seed in (seeds[:1] if v == "none" else seeds) for load in loads]
 
 
 def run(binary, trace, config, variant, load, tier, tmp):
@@ -68,14 +72,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
     ap.add_argument("--out", default=None, help="default: tiers.md, or tiers-<rows>.md")
-    ap.add_argument("--rows", choices=("dev", "heldout", "fresh"), default="dev")
+    ap.add_argument("--rows", choices=tuple(ROW_SETS), default="dev")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     if not all(os.path.exists(p) for p, _ in TRACES.values()):
         print("tiers: shared traces not found, skipped")
         return 0
     out = args.out or os.path.join(HERE, "tiers.md" if args.rows == "dev" else f"tiers-{args.rows}.md")
-    tiers = TIERS if args.rows == "dev" else HELDOUT_TIERS
+    tiers = ROW_SETS[args.rows][2]
     jobs = [(n, v, load, tier) for n, v, load in row_set(args.rows) for tier in tiers]
     with tempfile.TemporaryDirectory() as tmp, cf.ThreadPoolExecutor(args.jobs) as pool:
         futs = {pool.submit(run, args.bin, TRACES[n][0], TRACES[n][1], v, load, t, tmp): (n, v, load, t)

@@ -22,12 +22,7 @@ import random
 
 import numpy as np
 
-from verifier_data import held_out, normalised, read_pair_vectors, read_question_pairs
-
-
-def questions(rows):
-    """Every row's question1, then every row's question2: the order of the saved vectors."""
-    return [a for a, _ in rows] + [b for _, b in rows]
+from verifier_data import held_out, normalised, questions, read_pair_vectors, read_question_pairs
 
 
 def mine(rows, v, floor, top, block=1024):

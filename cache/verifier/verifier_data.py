@@ -39,12 +39,18 @@ def read_columns(path, names):
 
 
 def read_question_pairs(path):
+    """(question1, question2) of every row."""
     return read_columns(path, ("question1", "question2"))
 
 
+def questions(rows):
+    """Every row's question1, then every row's question2: the order of the saved vectors."""
+    return [a for a, _ in rows] + [b for _, b in rows]
+
+
 def read_pair_vectors(path, rows):
-    """The vectors `tidegate-cache-eval --pairs CSV --vectors FILE` saves for a CSV of `rows` rows:
-    every row's question1 vector, then every row's question2 vector (float32, unit length)."""
+    """The vectors `tidegate-cache-eval --pairs CSV --vectors FILE` saves for a CSV of `rows` rows,
+    in the order of questions() (float32, unit length)."""
     if rows == 0:
         raise SystemExit(f"{path}: no rows to read vectors for")
     v = np.fromfile(path, dtype=np.float32)

@@ -7,14 +7,16 @@ import numpy as np
 
 
 def auc(scores, labels):
-    """Probability that a duplicate scores above a non-duplicate (scores are continuous: ties
-    between the two classes are not split)."""
-    order = np.argsort(scores)
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
+    """Probability that a duplicate scores above a non-duplicate, a tie counting one half (a
+    saturated sigmoid gives many scores of exactly 1.0). NaN without both classes."""
     pos = labels == 1
-    n1, n0 = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    # Mid-ranks: every score of a tie gets the mean of the ranks the tie spans.
+    values, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    mid = np.cumsum(counts) - (counts - 1) / 2
+    return float((mid[inverse][pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def recall_at_false_positive_rate(scores, labels, fpr):

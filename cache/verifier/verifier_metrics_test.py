@@ -11,7 +11,7 @@ from verifier_metrics import auc, recall_at_false_positive_rate  # noqa: E402
 
 def brute_auc(s, y):
     pos, neg = s[y == 1], s[y == 0]
-    return float((pos[:, None] > neg[None, :]).mean())
+    return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
 
 
 def brute_recall(s, y, fpr):
@@ -34,9 +34,8 @@ class Metrics(unittest.TestCase):
                 continue
             s = rng.normal(size=n) + y * rng.uniform(0, 2)
             if trial % 4 == 0:
-                s = np.round(s, 1)  # ties among the negatives
-            if trial % 4:  # auc() does not split ties between the classes; rounded scores have them
-                self.assertAlmostEqual(auc(s, y), brute_auc(s, y), places=9)
+                s = np.round(s, 1)  # ties, within and across the classes
+            self.assertAlmostEqual(auc(s, y), brute_auc(s, y), places=9)
             for fpr in (0.0, 0.01, 0.05, 0.2, 0.5, 1.0):
                 self.assertAlmostEqual(recall_at_false_positive_rate(s, y, fpr), brute_recall(s, y, fpr), places=9,
                                        msg=f"trial {trial} fpr {fpr}")
@@ -50,6 +49,10 @@ class Metrics(unittest.TestCase):
         # One of seven (0.143 <= 0.15) may pass: the cut moves to 0.5.
         self.assertEqual(recall_at_false_positive_rate(s, y, 0.15), 1.0)
         self.assertTrue(np.isnan(recall_at_false_positive_rate(s, np.ones_like(y), 0.05)))
+        self.assertTrue(np.isnan(auc(s, np.ones_like(y))))
+        # A saturated verifier: three duplicates and two non-duplicates all at 1.0 rank as a coin.
+        self.assertEqual(auc(np.array([1.0, 1.0, 1.0, 1.0, 1.0, 0.2]), np.array([1, 1, 1, 0, 0, 0])),
+                         (3 * 0.5 * 2 + 3 * 1) / 9)
 
 
 if __name__ == "__main__":

@@ -199,9 +199,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double learn = cfg.learn_s > 0 ? cfg.learn_s : cfg.burst_memory_s / 2;
   const double age = in.t - st.first_t;
   const double slack = std::max(0.0, tau - x);  // how long a request can queue and still make it
+  // The history's usual level, and the level that marks a burst in it (a quarter of the way to
+  // the peak): one definition for "in a burst" below and for the episodes a burst is timed by.
+  const double typical = median_load(series);
+  const double burst_level = typical + (peak - typical) / 4;
   const bool bursty =
-      series.size() >= 12 &&
-      largest_swing(series, std::max(kBucketS, cold_start_s - slack), cfg.noise_z) > median_load(series);
+      series.size() >= 12 && largest_swing(series, std::max(kBucketS, cold_start_s - slack), cfg.noise_z) > typical;
   // Without bursts in the history the estimate fades, linearly over the rest of the burst
   // memory after the learning period: a first burst that comes later meets part of it rather
   // than a fleet sized for the calm (an hour of calm says little about the next ten minutes).
@@ -246,13 +249,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
   // Standby capacity trades latency for price; while the SLO is being missed, none of it is
   // counted on: the whole plan stays active. Nor once a burst has begun (what is needed now
-  // reaches the level that marks a burst in the history, the level the episodes below use):
+  // reaches the burst level of the history):
   // the demand windows see a burst seconds late and a step at a time, and each second the
   // fleet runs short of a burst's load leaves work behind that a fleet sized for the burst,
   // busy with the burst itself, drains slowly. The standby was kept for this burst.
   const bool short_of_slo = headroom > 1;
-  const double typical = median_load(series);
-  const bool in_burst = bursty && peak > typical && base >= for_load(typical + (peak - typical) / 4);
+  const bool in_burst = bursty && peak > typical && base >= for_load(burst_level);
   const bool wake_standby = (short_of_slo || in_burst) && cum > active;
   if (wake_standby) {
     active = cum;
@@ -341,7 +343,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // cost a cold start and an idle stabilisation window, and help nobody.
   const int capacity_now = in.active + in.starting;
   if (active > capacity_now && capacity_now > 0) {
-    const auto ep = episodes(series, typical + (peak - typical) / 4);
+    const auto ep = episodes(series, burst_level);
     if (ep.longest_done > 0 && ep.current_age >= 0 && ep.current_age <= ep.longest_done &&
         ep.current_age + cold_start_s > ep.longest_done) {
       floors += "; not starting " + std::to_string(active - capacity_now) + ": bursts seen last at most " +
