@@ -7,7 +7,8 @@ import time
 
 import httpx
 
-from scaler_app import ADMIN, KEYS, Load, active, pool, sim_pid, sse_events, start, start_work, wait_counts
+from scaler_app import (ADMIN, KEYS, Load, active, pool, sim_pid, sse_events, start, start_work, wait_counts,
+                        wait_until)
 
 
 def test_step_warm_pool(env):
@@ -212,11 +213,14 @@ def test_work_model_burst(env):
         assert up["reason_code"] in ("work_demand", "burst_memory", "slo_feedback", "rate_limited"), up
         assert up["work"]["demand_replicas"] > 1, up["work"]
         assert up["inputs"]["arrival_prompt_tokens"] > 0 and up["inputs"]["arrivals"] > 0, up["inputs"]
+        # First tokens are counted against the SLO while the burst runs. Looked for now: the log
+        # folds repeated holds into one record with the newest inputs, so a hold after the burst
+        # (no first tokens in its tick) may replace the ones that had them.
+        wait_until(lambda: any((d["inputs"].get("ttft_total") or 0) > 0 for d in pool(app)["decisions"]),
+                   timeout=10, interval=0.1, what="a decision that counted first tokens")
         for t in threads:
             t.join(40)
         assert not failed and ok[0] > 40, (ok[0], failed[:5])
-        # Some first tokens were counted against the SLO along the way.
-        assert any((d["inputs"].get("ttft_total") or 0) > 0 for d in pool(app)["decisions"])
         # The burst has passed: its load stays in the demand window (and the burst memory) for a
         # while, so the fleet is kept ...
         time.sleep(4)
