@@ -7,7 +7,7 @@ start. Each row reports every policy's TTFT attainment and GPU-hours against the
 static fleet meeting the SLO and against the offline optimum; the tuned policy is tuned on the
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
-  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2]
+  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2|fresh3]
                              [--out bench/replay/robustness] [--no-tune] [--render]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
@@ -47,12 +47,18 @@ FRESH_SEEDS = (3, 4)
 # load factors 0.7, 2.5 and 6, cold starts 45 and 150 s.
 FRESH2_SETTINGS = [(0.7, 45), (2.5, 150), (6, 60)]
 FRESH2_SEEDS = (5, 6)
+# `fresh3`: a third, run once with the policy as at commit c96d0ff (2026-12-05): seeds 9 and 10
+# (the tier rows used 5-8), load factors 0.8, 1.8 and 3.5, cold starts 75, 40 and 100 s.
+FRESH3_SETTINGS = [(0.8, 75), (1.8, 40), (3.5, 100)]
+FRESH3_SEEDS = (9, 10)
+FRESH_SETS = {"fresh": (FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (FRESH2_SETTINGS, FRESH2_SEEDS),
+              "fresh3": (FRESH3_SETTINGS, FRESH3_SEEDS)}
 
 
 def rows(which):
     out = []
-    if which in ("fresh", "fresh2"):
-        settings, seeds = (FRESH_SETTINGS, FRESH_SEEDS) if which == "fresh" else (FRESH2_SETTINGS, FRESH2_SEEDS)
+    if which in FRESH_SETS:
+        settings, seeds = FRESH_SETS[which]
         for trace in TRACES:
             for v in FRESH_VARIANTS:
                 for seed in ((1,) if v == "none" else seeds):
@@ -220,7 +226,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--rows", choices=["dev", "heldout", "all", "fresh", "fresh2"], default="all")
+    ap.add_argument("--rows", choices=["dev", "heldout", "all", *FRESH_SETS], default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "robustness"))
     ap.add_argument("--no-tune", action="store_true")
     ap.add_argument("--render", action="store_true", help="rewrite table.md and ratios.svg from OUT/rows.jsonl")
