@@ -7,7 +7,7 @@ start. Each row reports every policy's TTFT attainment and GPU-hours against the
 static fleet meeting the SLO and against the offline optimum; the tuned policy is tuned on the
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
-  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2|fresh3]
+  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2|fresh3|fresh4]
                              [--out bench/replay/robustness] [--no-tune] [--render]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
@@ -51,8 +51,12 @@ FRESH2_SEEDS = (5, 6)
 # (the tier rows used 5-8), load factors 0.8, 1.8 and 3.5, cold starts 75, 40 and 100 s.
 FRESH3_SETTINGS = [(0.8, 75), (1.8, 40), (3.5, 100)]
 FRESH3_SEEDS = (9, 10)
+# `fresh4`: a fourth, to judge the change that fresh3 led to (a fleet measured short in a burst is
+# kept), run once after deciding: seeds 11 and 12, loads 0.6, 0.9 and 2.2, cold starts 50, 135, 70 s.
+FRESH4_SETTINGS = [(0.6, 50), (0.9, 135), (2.2, 70)]
+FRESH4_SEEDS = (11, 12)
 FRESH_SETS = {"fresh": (FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (FRESH2_SETTINGS, FRESH2_SEEDS),
-              "fresh3": (FRESH3_SETTINGS, FRESH3_SEEDS)}
+              "fresh3": (FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": (FRESH4_SETTINGS, FRESH4_SEEDS)}
 
 
 def rows(which):
