@@ -35,6 +35,34 @@ void record_history(const PolicyConfig& cfg, PolicyState& st, double t, double l
   while (!st.history.empty() && st.history.front().t < t - keep) st.history.pop_front();
 }
 
+void record_held(PolicyState& st, double t, int active, double window_s, double budget, double z,
+                 double min_samples, double memory_s) {
+  st.held.push_back({t, active});
+  while (st.held.size() > 1 && st.held.front().first <= t - window_s) st.held.pop_front();
+  double met = 0, total = 0;
+  for (const auto& [when, mt] : st.ttft)
+    if (when > t - window_s) met += mt.first, total += mt.second;
+  const double misses = std::max(0.0, total - met);
+  // Over the budget by more than chance explains (the SLO loop's Poisson bound).
+  const bool short_of_slo =
+      total >= min_samples && budget > 0 && std::max(0.0, misses - z * std::sqrt(misses + 1)) / total > budget;
+  if (short_of_slo) {
+    int fewest = active;
+    for (const auto& [when, n] : st.held) fewest = std::min(fewest, n);
+    // One entry per fleet size in a row: a burst's window stays short for many calls.
+    if (!st.short_fleets.empty() && st.short_fleets.back().second == fewest) st.short_fleets.back().first = t;
+    else st.short_fleets.push_back({t, fewest});
+  }
+  while (!st.short_fleets.empty() && st.short_fleets.front().first <= t - memory_s) st.short_fleets.pop_front();
+}
+
+ShortFleet largest_short_fleet(const PolicyState& st, double t) {
+  ShortFleet out;
+  for (const auto& [when, n] : st.short_fleets)
+    if (n >= out.replicas) out = {n, t - when};
+  return out;
+}
+
 double median_load(const std::deque<PolicyState::LoadSample>& series) {
   if (series.empty()) return 0;
   std::vector<double> v;

@@ -27,6 +27,20 @@ void record_history(const PolicyConfig& config, PolicyState& state, double t, do
 
 double median_load(const std::deque<PolicyState::LoadSample>& series);
 
+// Notes the active replicas at t (kept over `window_s`) and, when the first tokens of that
+// window missed the TTFT more often than the miss `budget` by more than chance explains (z),
+// the fewest of them while those misses came: a fleet measured short. Those are kept over
+// `memory_s`.
+void record_held(PolicyState& state, double t, int active, double window_s, double budget, double z,
+                 double min_samples, double memory_s);
+
+// The largest fleet measured short within the memory, and how long ago; {0, 0} when none.
+struct ShortFleet {
+  int replicas = 0;
+  double age_s = 0;
+};
+ShortFleet largest_short_fleet(const PolicyState& state, double t);
+
 // Runs of the history above `level`: the longest finished one, and how long the current one
 // (if the last sample is above) has lasted (-1 when it is not above).
 struct Episodes {

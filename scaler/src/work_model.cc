@@ -211,6 +211,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double memory = std::max(learn, cfg.burst_memory_s);
   const bool prior = cfg.hold_starting_fleet && age < memory && st.initial_capacity > 0;
   const double fade = bursty || age < learn || memory <= learn ? 1.0 : 1.0 - (age - learn) / (memory - learn);
+  record_held(st, in.t, in.active, cfg.demand_window_s, budget, cfg.noise_z, kMinTtftSamples, memory);
   double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
@@ -352,6 +353,21 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       cum -= active - capacity_now;
       active = capacity_now;
       out.reason_code = "burst_ends_first";
+    }
+  }
+
+  // A fleet the SLO was measured short with inside a burst is what that burst needed at least,
+  // whatever the model's estimate of its load (a demand window's average, less its noise,
+  // understates a burst's worst seconds): under bursty demand it is not released within the
+  // burst memory, as the bursts' modelled load is not. Only held, never started for.
+  if (bursty) {
+    const auto measured = largest_short_fleet(st, in.t);
+    const int keep = std::min(measured.replicas, capacity_now);
+    if (keep > active) {
+      floors += "; keeping " + std::to_string(keep) + ": the SLO was missed with " +
+                std::to_string(measured.replicas) + " active in a burst " + num(measured.age_s, 0) + "s ago";
+      raise_active(keep);
+      out.reason_code = "burst_memory";
     }
   }
 

@@ -225,6 +225,10 @@ struct PolicyState {
   double bucket_start = -1, bucket_sum = 0, bucket_var = 0;
   int bucket_n = 0;
   std::deque<std::pair<double, std::pair<double, double>>> ttft;  // (t, (met, total)) within slo.window_s
+  std::deque<std::pair<double, int>> held;  // (t, active replicas) within demand_window_s
+  // Fleets measured short of the SLO over a demand window (the fewest active while its misses
+  // came), with when: (t, fleet), within the burst memory.
+  std::deque<std::pair<double, int>> short_fleets;
   double first_t = -1;          // first call
   int initial_capacity = -1;    // active + starting at the first call (the learning floor)
   double last_work_t = -1;      // last sample with work signals
