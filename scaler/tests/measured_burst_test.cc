@@ -66,8 +66,11 @@ TEST(MeasuredBurst, NothingIsStartedForIt) {
   // grow back to it on that ground.
   const auto cfg = config();
   PolicyState st;
-  for (int t = 0; t < 1500; ++t) decide(cfg, st, tick(t, rate_at(t), 1000, 14, in_burst(t) ? 0.95 : 1.0));
-  const auto d = decide(cfg, st, tick(1700, rate_at(1700), 1000, 4));
+  Decision d;
+  for (int t = 0; t <= 1700; ++t) {
+    const int fleet = t < 1500 ? 14 : 4;  // then 10 of them gone (an operator, a failure)
+    d = decide(cfg, st, tick(t, rate_at(t), 1000, fleet, t < 1500 && in_burst(t) ? 0.95 : 1.0));
+  }
   EXPECT_LT(d.desired, 14) << d.reason;
   EXPECT_EQ(d.reason.find("the SLO was missed with"), std::string::npos) << d.reason;
 }
