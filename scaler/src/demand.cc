@@ -35,17 +35,23 @@ void record_history(const PolicyConfig& cfg, PolicyState& st, double t, double l
   while (!st.history.empty() && st.history.front().t < t - keep) st.history.pop_front();
 }
 
-void record_held(PolicyState& st, double t, int active, double window_s, double budget, double z,
-                 double min_samples, double memory_s) {
+FirstTokens first_tokens(const std::deque<std::pair<double, std::pair<double, double>>>& ttft, double since) {
+  FirstTokens f;
+  for (auto it = ttft.rbegin(); it != ttft.rend() && it->first > since; ++it)
+    f.met += it->second.first, f.total += it->second.second;
+  return f;
+}
+
+MissRate miss_rate(const FirstTokens& f, double z) {
+  if (!(f.total > 0)) return {};
+  const double misses = std::max(0.0, f.total - f.met);
+  const double spread = z * std::sqrt(misses + 1);
+  return {std::max(0.0, misses - spread) / f.total, (misses + spread) / f.total};
+}
+
+void record_held(PolicyState& st, double t, int active, double window_s, bool short_of_slo, double memory_s) {
   st.held.push_back({t, active});
   while (st.held.size() > 1 && st.held.front().first <= t - window_s) st.held.pop_front();
-  double met = 0, total = 0;
-  for (const auto& [when, mt] : st.ttft)
-    if (when > t - window_s) met += mt.first, total += mt.second;
-  const double misses = std::max(0.0, total - met);
-  // Over the budget by more than chance explains (the SLO loop's Poisson bound).
-  const bool short_of_slo =
-      total >= min_samples && budget > 0 && std::max(0.0, misses - z * std::sqrt(misses + 1)) / total > budget;
   if (short_of_slo) {
     int fewest = active;
     for (const auto& [when, n] : st.held) fewest = std::min(fewest, n);

@@ -27,12 +27,24 @@ void record_history(const PolicyConfig& config, PolicyState& state, double t, do
 
 double median_load(const std::deque<PolicyState::LoadSample>& series);
 
-// Notes the active replicas at t (kept over `window_s`) and, when the first tokens of that
-// window missed the TTFT more often than the miss `budget` by more than chance explains (z),
-// the fewest of them while those misses came: a fleet measured short. Those are kept over
-// `memory_s`.
-void record_held(PolicyState& state, double t, int active, double window_s, double budget, double z,
-                 double min_samples, double memory_s);
+// First tokens within the TTFT, and in all, of the (t, (met, total)) samples after `since`.
+struct FirstTokens {
+  double met = 0, total = 0;
+};
+FirstTokens first_tokens(const std::deque<std::pair<double, std::pair<double, double>>>& ttft, double since);
+
+// Poisson bounds on the miss rate of `f`, `z` standard errors either way (sqrt(misses + 1), so
+// that a window without misses still has an upper bound): what chance allows the true rate to
+// be. 0 / 0 without first tokens.
+struct MissRate {
+  double lower = 0, upper = 0;
+};
+MissRate miss_rate(const FirstTokens& f, double z);
+
+// Notes the active replicas at t (kept over `window_s`) and, when that window was measured
+// short of the SLO (`short_of_slo`), the fewest of them while its misses came: a fleet
+// measured short. Those are kept over `memory_s`.
+void record_held(PolicyState& state, double t, int active, double window_s, bool short_of_slo, double memory_s);
 
 // The largest fleet measured short within the memory, and how long ago; {0, 0} when none.
 struct ShortFleet {

@@ -105,8 +105,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   record_history(cfg, st, in.t, d_now, noise, cold_start_s);
 
   // ---- SLO loop: measured attainment over the window ------------------------------------
-  double met = 0, total = 0;
-  for (const auto& [t, mt] : st.ttft) met += mt.first, total += mt.second;
+  const auto measured = first_tokens(st.ttft, in.t - cfg.slo.window_s);
   double headroom = 1;
   const double budget = 1 - cfg.slo.attainment;
   // Queueing gets half the miss budget (the other half is for what the steady-state bound does
@@ -120,17 +119,17 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // within the budget shows a window a little over it about as often as a little under, and
   // capacity added for that costs a cold start and a stabilisation window the SLO never
   // needed. The same Poisson bound, taken the other way, decides when the budget may be spent.
-  bool short_of_target = false;
-  if (total >= kMinTtftSamples) {
-    out.view.attainment = met / total;
-    const double misses = std::max(0.0, total - met);
-    const double misses_lower = std::max(0.0, misses - cfg.noise_z * std::sqrt(misses + 1)) / total;
-    short_of_target = budget > 0 && misses_lower > budget;
+  auto short_of_budget = [&](const FirstTokens& f) {
+    return f.total >= kMinTtftSamples && budget > 0 && miss_rate(f, cfg.noise_z).lower > budget;
+  };
+  const bool short_of_target = short_of_budget(measured);
+  if (measured.total >= kMinTtftSamples) {
+    out.view.attainment = measured.met / measured.total;
     if (short_of_target)
       headroom = std::min(cfg.max_headroom,
                           1 + cfg.headroom_gain * std::min(1.0, (cfg.slo.attainment - *out.view.attainment) / budget));
-    const double misses_upper = (misses + cfg.noise_z * std::sqrt(misses + 1)) / total;
-    if (cfg.slo_loop_spends_budget) eps = std::clamp(budget - misses_upper, budget / 2, budget);
+    if (cfg.slo_loop_spends_budget)
+      eps = std::clamp(budget - miss_rate(measured, cfg.noise_z).upper, budget / 2, budget);
   }
   eps = std::max(1e-6, eps);
   out.view.queueing_budget = eps;
@@ -211,7 +210,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double memory = std::max(learn, cfg.burst_memory_s);
   const bool prior = cfg.hold_starting_fleet && age < memory && st.initial_capacity > 0;
   const double fade = bursty || age < learn || memory <= learn ? 1.0 : 1.0 - (age - learn) / (memory - learn);
-  record_held(st, in.t, in.active, cfg.demand_window_s, budget, cfg.noise_z, kMinTtftSamples, memory);
+  // The same test over the last demand window alone: a burst's misses, which the SLO's long
+  // window dilutes.
+  record_held(st, in.t, in.active, cfg.demand_window_s, short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s)),
+              memory);
   double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
@@ -250,10 +252,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
   // Standby capacity trades latency for price; while the SLO is being missed, none of it is
   // counted on: the whole plan stays active. Nor once a burst has begun (what is needed now
-  // reaches the burst level of the history):
-  // the demand windows see a burst seconds late and a step at a time, and each second the
-  // fleet runs short of a burst's load leaves work behind that a fleet sized for the burst,
-  // busy with the burst itself, drains slowly. The standby was kept for this burst.
+  // reaches the burst level of the history): the demand windows see a burst seconds late and a
+  // step at a time, and each second the fleet runs short of a burst's load leaves work behind
+  // that a fleet sized for the burst, busy with the burst itself, drains slowly. The standby
+  // was kept for this burst.
   const bool short_of_slo = headroom > 1;
   const bool in_burst = bursty && peak > typical && base >= for_load(burst_level);
   const bool wake_standby = (short_of_slo || in_burst) && cum > active;
@@ -361,11 +363,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // understates a burst's worst seconds): under bursty demand it is not released within the
   // burst memory, as the bursts' modelled load is not. Only held, never started for.
   if (bursty) {
-    const auto measured = largest_short_fleet(st, in.t);
-    const int keep = std::min(measured.replicas, capacity_now);
+    const auto short_fleet = largest_short_fleet(st, in.t);
+    const int keep = std::min(short_fleet.replicas, capacity_now);
     if (keep > active) {
       floors += "; keeping " + std::to_string(keep) + ": the SLO was missed with " +
-                std::to_string(measured.replicas) + " active in a burst " + num(measured.age_s, 0) + "s ago";
+                std::to_string(short_fleet.replicas) + " active in a burst " + num(short_fleet.age_s, 0) + "s ago";
       raise_active(keep);
       out.reason_code = "burst_memory";
     }

@@ -8,12 +8,10 @@
 namespace tidegate::scaler {
 namespace {
 
+using work_inputs::burst_rate;
+using work_inputs::in_burst;
 using work_inputs::tick;
 using work_inputs::work_config;
-
-// Bursts of 80 req/s (8 replicas of prefill load) for 60 s every 300 s, 2 req/s between them.
-bool in_burst(int t) { return t % 300 < 60; }
-double rate_at(int t) { return in_burst(t) ? 80 : 2; }
 
 PolicyConfig config() {
   auto cfg = work_config();
@@ -32,7 +30,7 @@ int desired_at(double burst_met, int fleet, int at, std::string* reason) {
   Decision d;
   for (int t = 0; t <= at; ++t) {
     const double met = t < 1500 && in_burst(t) ? burst_met : 1.0;
-    d = decide(cfg, st, tick(t, rate_at(t), 1000, t < 1500 ? fleet : active, met));
+    d = decide(cfg, st, tick(t, burst_rate(t), 1000, t < 1500 ? fleet : active, met));
     if (t >= 1500) active = d.desired;
   }
   *reason = d.reason;
@@ -69,7 +67,7 @@ TEST(MeasuredBurst, NothingIsStartedForIt) {
   Decision d;
   for (int t = 0; t <= 1700; ++t) {
     const int fleet = t < 1500 ? 14 : 4;  // then 10 of them gone (an operator, a failure)
-    d = decide(cfg, st, tick(t, rate_at(t), 1000, fleet, t < 1500 && in_burst(t) ? 0.95 : 1.0));
+    d = decide(cfg, st, tick(t, burst_rate(t), 1000, fleet, t < 1500 && in_burst(t) ? 0.95 : 1.0));
   }
   EXPECT_LT(d.desired, 14) << d.reason;
   EXPECT_EQ(d.reason.find("the SLO was missed with"), std::string::npos) << d.reason;

@@ -8,11 +8,9 @@
 namespace tidegate::scaler {
 namespace {
 
+using work_inputs::burst_rate;
 using work_inputs::tick;
 using work_inputs::work_config;
-
-// Bursts of 80 req/s (8 replicas of prefill load) for 60 s every 300 s, 2 req/s between them.
-double rate_at(int t) { return t % 300 < 60 ? 80 : 2; }
 
 PolicyConfig bursty_config(bool tier) {
   auto cfg = work_config();
@@ -25,7 +23,7 @@ PolicyConfig bursty_config(bool tier) {
 Decision run(const PolicyConfig& cfg, PolicyState& st, int until, int* active) {
   Decision d;
   for (int t = 0; t < until; ++t) {
-    d = decide(cfg, st, tick(t, rate_at(t), 1000, *active));
+    d = decide(cfg, st, tick(t, burst_rate(t), 1000, *active));
     *active = d.desired;
   }
   return d;
@@ -50,7 +48,7 @@ TEST(Standby, ABurstThatHasBegunWakesAllOfTheStandbyAtOnce) {
   Decision d;
   int t = 1500;
   for (; t < 1530; ++t) {
-    d = decide(cfg, st, tick(t, rate_at(t), 1000, active));
+    d = decide(cfg, st, tick(t, burst_rate(t), 1000, active));
     if (d.reason.find("in a burst: standby woken") != std::string::npos) break;
     active = d.desired;
   }

@@ -36,4 +36,9 @@ inline PolicyInput tick(double t, double rate, double tokens, int active, std::o
   return in;
 }
 
+// Bursts of 80 req/s (8 replicas of prefill load at 1000 prompt tokens) for 60 s every 300 s,
+// 2 req/s between them.
+inline bool in_burst(int t) { return t % 300 < 60; }
+inline double burst_rate(int t) { return in_burst(t) ? 80 : 2; }
+
 }  // namespace tidegate::scaler::work_inputs
