@@ -11,6 +11,7 @@
 namespace tidegate::scaler::detail {
 
 inline constexpr double kBucketS = 5;  // resolution of the demand history
+inline constexpr double kMaxDemandWindowS = 600;  // the long demand window never averages over more
 
 // Work samples within (since, now]: their span of time, arrivals and prompt tokens; over the
 // samples that carried both slot signals, requests on replicas x seconds and requests admitted.
@@ -71,6 +72,20 @@ struct Service {
   double mean = 0, cv2 = 1;
 };
 Service prefill_service(const ReplicaCapacity& capacity, double h, double m1, const std::array<double, 24>& sizes);
+
+// The load now, in replicas, from the work samples: arrivals over the long demand window
+// (lengthened, up to kMaxDemandWindowS, until it holds enough requests to know the load within
+// 10 %) or over the short one when that one is above by more than its own noise, times the
+// mean prefill service; 0 for an idle pool. With its standard error (`noise`). Updates the
+// state's prefix-cache hit ratio and mean prompt.
+struct LoadNow {
+  Window long_window;
+  Service service;
+  double rate = 0;  // arrivals per second over the long window
+  double load = 0, noise = 0;
+  bool idle = false;
+};
+LoadNow load_now(const PolicyConfig& config, PolicyState& state, const Signals& signals, double t);
 
 // Largest rise or fall of the load over any window of `horizon_s` that noise does not explain:
 // max over windows of (max of load - z noise) - (min of load + z noise); 0 when none.

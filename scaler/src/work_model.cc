@@ -13,8 +13,6 @@ namespace {
 
 constexpr double kMinTtftSamples = 20; // fewer first tokens in the window: no attainment yet
 constexpr double kSizeMemoryS = 900;   // time constant of the prompt-size moments
-constexpr double kDemandPrecision = 0.1;  // relative standard error the long window aims for
-constexpr double kMaxDemandWindowS = 600; // ... but it never averages over more than this
 constexpr double kMinAdmitted = 20;       // fewer requests admitted in the long window: no hold time yet
 
 std::string num(double v, int decimals = 2) {
@@ -63,45 +61,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
 
   // ---- demand now ----------------------------------------------------------------------
-  double hit_sum = 0;
-  int hit_n = 0;
-  for (const auto& w : st.work)
-    if (w.hit_ratio) hit_sum += *w.hit_ratio, ++hit_n;
-  if (hit_n) st.hit_ratio = std::clamp(hit_sum / hit_n, 0.0, 0.99);
+  const LoadNow now = load_now(cfg, st, s, in.t);
   const auto& cap = cfg.capacity;
-  const double h = st.hit_ratio;
-  // The long window holds at least enough requests to know the load within kDemandPrecision
-  // (relative standard error sqrt((1 + cv2) / n) for a compound Poisson sum of service times):
-  // heavy-tailed prompt sizes need more of them, so a slow long-context stream is averaged
-  // over minutes rather than over a few huge prompts.
-  const double cv2_before = prefill_service(cap, h, st.mean_prompt, st.prompt_sizes).cv2;
-  const double n_min = (1 + cv2_before) / (kDemandPrecision * kDemandPrecision);
-  double long_s = cfg.demand_window_s;
-  Window wl = window(st.work, in.t - long_s);
-  while (wl.arrivals < n_min && long_s < kMaxDemandWindowS && wl.span >= long_s - 1) {
-    long_s = std::min(kMaxDemandWindowS, long_s * 1.5);
-    wl = window(st.work, in.t - long_s);
-  }
-  const Window ws = window(st.work, in.t - cfg.demand_short_window_s);
-  if (wl.arrivals > 0) st.mean_prompt = wl.tokens / wl.arrivals;
-  const double p = st.mean_prompt;
-  // The mean from the recent window (demand now); the spread from the long-run size mix.
-  const auto service = prefill_service(cap, h, p, st.prompt_sizes);
-  const double x = service.mean;
-  const double lam_l = wl.span > 0 ? wl.arrivals / wl.span : 0;
-  const double lam_s = ws.span > 0 ? ws.arrivals / ws.span : 0;
-  // The short window counts only when it is above the long one by more than its own noise.
-  const double short_noise = ws.arrivals > 0 ? std::sqrt((1 + service.cv2) / ws.arrivals) : 1.0;
-  // An idle pool (nothing arrived in the short window, nothing in flight or queued) has no
-  // load, whatever the long window still remembers: what lets a scale_to_zero pool get there.
-  const bool idle = ws.arrivals == 0 && s.in_flight.value_or(0) == 0 && s.queue.value_or(0) == 0 &&
-                    s.prefill_backlog_tokens.value_or(0) == 0;
-  const double d_now =
-      idle ? 0.0 : cfg.headroom * std::max(lam_l * x, lam_s * x * std::max(0.0, 1 - cfg.noise_z * short_noise));
-  // Standard error of that load: the window's work has variance (1 + cv2) x d / span; a window
-  // not yet full (or one that saw few requests) is noisy.
-  const double noise =
-      x > 0 && wl.span > 0 ? std::sqrt((1 + service.cv2) * x * std::max(d_now, x / wl.span) / wl.span) : 0;
+  const Window& wl = now.long_window;
+  const Service& service = now.service;
+  const double h = st.hit_ratio, p = st.mean_prompt, x = service.mean;
+  const double lam_l = now.rate, d_now = now.load, noise = now.noise;
   record_history(cfg, st, in.t, d_now, noise, cold_start_s);
 
   // ---- SLO loop: measured attainment over the window ------------------------------------
@@ -339,6 +304,27 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       active = keep;
       out.reason_code = "learning";
     }
+  }
+
+  // Under smooth demand, once the measurement vouches for the held fleet (enough first tokens,
+  // and the upper bound of their miss rate within the budget), the model starts nothing on
+  // weaker evidence than that: not for the margin for a swing, nor for a load within its noise
+  // (noise_z standard errors) of what the held fleet serves. A load at the edge between two
+  // fleet sizes otherwise starts a replica each time its estimate crosses the edge and releases
+  // it a stabilisation window later, paying a cold start and a window each time. A load clearly
+  // above the edge, and what binds now (KV, slots, a backlog), still start what they need.
+  const bool vouched =
+      measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
+  const double load_less_noise = std::max(0.0, d_now - cfg.noise_z * noise) * headroom;
+  const int serves = std::max(base_hard, for_load(load_less_noise));
+  if (!bursty && vouched && held_now > 0 && active > std::max(serves, held_now)) {
+    const int keep = std::max(serves, held_now);
+    floors += "; not starting " + std::to_string(active - keep) + ": smooth demand, the held " +
+              std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +
+              (base > keep ? " and serve the load less its noise (" + num(load_less_noise) + ")" : std::string());
+    cum -= active - keep;
+    active = keep;
+    out.reason_code = "slo_met";
   }
 
   // A replica started now serves from a cold start on. Inside a burst that every burst seen
