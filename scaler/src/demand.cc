@@ -62,11 +62,25 @@ void record_held(PolicyState& st, double t, int active, double window_s, bool sh
   while (!st.short_fleets.empty() && st.short_fleets.front().first <= t - memory_s) st.short_fleets.pop_front();
 }
 
-ShortFleet largest_short_fleet(const PolicyState& st, double t) {
-  ShortFleet out;
+RememberedFleet largest_short_fleet(const PolicyState& st, double t) {
+  RememberedFleet out;
   for (const auto& [when, n] : st.short_fleets)
     if (n >= out.replicas) out = {n, t - when};
   return out;
+}
+
+void record_hard_need(PolicyState& st, double t, int replicas, const char* bound, double memory_s) {
+  if (replicas > 0) {
+    // A later need at least as large outlasts every earlier one no larger than it.
+    while (!st.hard_needs.empty() && st.hard_needs.back().replicas <= replicas) st.hard_needs.pop_back();
+    st.hard_needs.push_back({t, replicas, bound});
+  }
+  while (!st.hard_needs.empty() && st.hard_needs.front().t <= t - memory_s) st.hard_needs.pop_front();
+}
+
+RememberedFleet largest_hard_need(const PolicyState& st, double t) {
+  if (st.hard_needs.empty()) return {};
+  return {st.hard_needs.front().replicas, t - st.hard_needs.front().t};
 }
 
 double median_load(const std::deque<PolicyState::LoadSample>& series) {

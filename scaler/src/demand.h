@@ -47,12 +47,19 @@ MissRate miss_rate(const FirstTokens& f, double z);
 // measured short. Those are kept over `memory_s`.
 void record_held(PolicyState& state, double t, int active, double window_s, bool short_of_slo, double memory_s);
 
-// The largest fleet measured short within the memory, and how long ago; {0, 0} when none.
-struct ShortFleet {
+// A fleet size remembered, and how long ago it was noted; {0, 0} when none.
+struct RememberedFleet {
   int replicas = 0;
   double age_s = 0;
 };
-ShortFleet largest_short_fleet(const PolicyState& state, double t);
+// The largest fleet measured short within the memory.
+RememberedFleet largest_short_fleet(const PolicyState& state, double t);
+
+// Notes what bound at t (`replicas` for KV, in-flight slots or a backlog, named by `bound`, a
+// string literal) and forgets what is older than `memory_s`.
+void record_hard_need(PolicyState& state, double t, int replicas, const char* bound, double memory_s);
+// The largest of them within the memory.
+RememberedFleet largest_hard_need(const PolicyState& state, double t);
 
 // Runs of the history above `level`: the longest finished one, and how long the current one
 // (if the last sample is above) has lasted (-1 when it is not above).
@@ -72,6 +79,10 @@ struct Service {
   double mean = 0, cv2 = 1;
 };
 Service prefill_service(const ReplicaCapacity& capacity, double h, double m1, const std::array<double, 24>& sizes);
+
+// Adds the tick's work and first-token samples to the state (prompt-size moments too) and
+// forgets those older than the long demand window and the SLO window.
+void record_signals(const PolicyConfig& config, PolicyState& state, const PolicyInput& in);
 
 // The load now, in replicas, from the work samples: arrivals over the long demand window
 // (lengthened, up to kMaxDemandWindowS, until it holds enough requests to know the load within

@@ -1,4 +1,4 @@
-// The load now: the work model's demand windows (see demand.h).
+// The work model's signals over time and the load now (see demand.h).
 #include <algorithm>
 #include <cmath>
 
@@ -8,8 +8,34 @@ namespace tidegate::scaler::detail {
 namespace {
 
 constexpr double kDemandPrecision = 0.1;  // relative standard error the long window aims for
+constexpr double kSizeMemoryS = 900;      // time constant of the prompt-size moments
 
 }  // namespace
+
+void record_signals(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in) {
+  const Signals& s = in.signals;
+  const double dt = st.prev_t >= 0 ? std::max(0.0, in.t - st.prev_t) : 1.0;
+  if (s.arrivals && s.arrival_prompt_tokens) {
+    PolicyState::WorkSample w{in.t, dt, std::max(0.0, *s.arrivals), std::max(0.0, *s.arrival_prompt_tokens),
+                              s.prefix_hit_ratio};
+    if (s.in_flight && s.ttft_total) {
+      w.in_flight_s = std::max(0.0, *s.in_flight) * dt;
+      w.admitted = std::max(0.0, *s.ttft_total);
+    }
+    st.work.push_back(w);
+    st.last_work_t = in.t;
+    if (s.arrival_prompt_sizes) {
+      const double keep = std::exp(-dt / kSizeMemoryS);
+      for (int b = 0; b < PromptSizes::kBuckets; ++b)
+        st.prompt_sizes[b] = st.prompt_sizes[b] * keep + std::max(0.0, (*s.arrival_prompt_sizes)[b]);
+    }
+  }
+  if (s.ttft_total && *s.ttft_total > 0)
+    st.ttft.push_back({in.t, {std::clamp(s.ttft_met.value_or(0), 0.0, *s.ttft_total), *s.ttft_total}});
+  const double keep = std::max(kMaxDemandWindowS, cfg.demand_window_s);
+  while (!st.work.empty() && st.work.front().t <= in.t - keep) st.work.pop_front();
+  while (!st.ttft.empty() && st.ttft.front().first <= in.t - cfg.slo.window_s) st.ttft.pop_front();
+}
 
 LoadNow load_now(const PolicyConfig& cfg, PolicyState& st, const Signals& s, double t) {
   double hit_sum = 0;

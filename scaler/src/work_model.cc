@@ -12,7 +12,6 @@ namespace tidegate::scaler::detail {
 namespace {
 
 constexpr double kMinTtftSamples = 20; // fewer first tokens in the window: no attainment yet
-constexpr double kSizeMemoryS = 900;   // time constant of the prompt-size moments
 constexpr double kMinAdmitted = 20;       // fewer requests admitted in the long window: no hold time yet
 
 std::string num(double v, int decimals = 2) {
@@ -27,27 +26,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   WorkPlan out;
   out.tiers.assign(cfg.tiers.size(), 0);
   const Signals& s = in.signals;
-  const double dt = st.prev_t >= 0 ? std::max(0.0, in.t - st.prev_t) : 1.0;
-  if (s.arrivals && s.arrival_prompt_tokens) {
-    PolicyState::WorkSample w{in.t, dt, std::max(0.0, *s.arrivals), std::max(0.0, *s.arrival_prompt_tokens),
-                              s.prefix_hit_ratio};
-    if (s.in_flight && s.ttft_total) {
-      w.in_flight_s = std::max(0.0, *s.in_flight) * dt;
-      w.admitted = std::max(0.0, *s.ttft_total);
-    }
-    st.work.push_back(w);
-    st.last_work_t = in.t;
-    if (s.arrival_prompt_sizes) {
-      const double keep = std::exp(-dt / kSizeMemoryS);
-      for (int b = 0; b < PromptSizes::kBuckets; ++b)
-        st.prompt_sizes[b] = st.prompt_sizes[b] * keep + std::max(0.0, (*s.arrival_prompt_sizes)[b]);
-    }
-  }
-  if (s.ttft_total && *s.ttft_total > 0)
-    st.ttft.push_back({in.t, {std::clamp(s.ttft_met.value_or(0), 0.0, *s.ttft_total), *s.ttft_total}});
-  const double keep = std::max(kMaxDemandWindowS, cfg.demand_window_s);
-  while (!st.work.empty() && st.work.front().t <= in.t - keep) st.work.pop_front();
-  while (!st.ttft.empty() && st.ttft.front().first <= in.t - cfg.slo.window_s) st.ttft.pop_front();
+  record_signals(cfg, st, in);
 
   if (st.last_work_t < 0) return out;  // never had work signals: the work model has no say
   out.any = true;
@@ -111,10 +90,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const int c_prefill = for_load(d);
   int base = c_prefill;
   int base_hard = 0;  // what binds now regardless of the queueing bound: KV, slots, a backlog
+  const char* hard_bound = "";
   std::string bound = "prefill";
   if (cap.kv_tokens && s.kv_used_tokens && *cap.kv_tokens > 0) {
     const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
-    base_hard = std::max(base_hard, c_kv);
+    if (c_kv > base_hard) base_hard = c_kv, hard_bound = "KV";
     if (c_kv > base) base = c_kv, bound = "KV";
   }
   const auto tiers = usable_tiers(cfg, cold_start_s);
@@ -134,7 +114,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       slots = std::max(slots, d_now / x * hold_s + s.queue.value_or(0) * hold_s / drain_s);
     }
     const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
-    base_hard = std::max(base_hard, c_slots);
+    if (c_slots > base_hard) base_hard = c_slots, hard_bound = "in-flight slots";
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
@@ -143,7 +123,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     // what wakes it at once, rather than the demand windows a few seconds later.
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
     const int c_backlog = ceil_count(d + backlog_s / drain_s);
-    base_hard = std::max(base_hard, c_backlog);
+    if (c_backlog > base_hard) base_hard = c_backlog, hard_bound = "a backlog";
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 
@@ -179,6 +159,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // window dilutes.
   record_held(st, in.t, in.active, cfg.demand_window_s, short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s)),
               memory);
+  record_hard_need(st, in.t, base_hard, hard_bound, memory);
   double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
@@ -347,14 +328,23 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // A fleet the SLO was measured short with inside a burst is what that burst needed at least,
   // whatever the model's estimate of its load (a demand window's average, less its noise,
   // understates a burst's worst seconds): under bursty demand it is not released within the
-  // burst memory, as the bursts' modelled load is not. Only held, never started for.
+  // burst memory, as the bursts' modelled load is not. Nor is a fleet that what binds regardless
+  // of the queueing model (KV, in-flight slots, a backlog) asked for: the burst memory's history
+  // is of prefill load, and a burst of long generations needs slots its prefill does not show.
+  // Only held, never started for.
   if (bursty) {
     const auto short_fleet = largest_short_fleet(st, in.t);
-    const int keep = std::min(short_fleet.replicas, capacity_now);
-    if (keep > active) {
-      floors += "; keeping " + std::to_string(keep) + ": the SLO was missed with " +
-                std::to_string(short_fleet.replicas) + " active in a burst " + num(short_fleet.age_s, 0) + "s ago";
-      raise_active(keep);
+    const auto hard_need = largest_hard_need(st, in.t);
+    const int keep_short = std::min(short_fleet.replicas, capacity_now);
+    const int keep_hard = std::min(hard_need.replicas, capacity_now);
+    if (std::max(keep_short, keep_hard) > active) {
+      if (keep_short >= keep_hard)
+        floors += "; keeping " + std::to_string(keep_short) + ": the SLO was missed with " +
+                  std::to_string(short_fleet.replicas) + " active in a burst " + num(short_fleet.age_s, 0) + "s ago";
+      else
+        floors += "; keeping " + std::to_string(keep_hard) + ": " + st.hard_needs.front().bound + " asked for " +
+                  std::to_string(hard_need.replicas) + " " + num(hard_need.age_s, 0) + "s ago";
+      raise_active(std::max(keep_short, keep_hard));
       out.reason_code = "burst_memory";
     }
   }

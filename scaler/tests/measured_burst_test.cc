@@ -1,5 +1,6 @@
 // Under bursty demand, a fleet the TTFT SLO was measured short with inside a burst is kept for
-// the burst memory, whatever the modelled load of the bursts asks for; never started for.
+// the burst memory, whatever the modelled load of the bursts asks for; never started for. So is
+// a fleet that what binds regardless of the queueing model (here in-flight slots) asked for.
 #include <gtest/gtest.h>
 
 #include "tidegate/scaler/policy.h"
@@ -71,6 +72,40 @@ TEST(MeasuredBurst, NothingIsStartedForIt) {
   }
   EXPECT_LT(d.desired, 14) << d.reason;
   EXPECT_EQ(d.reason.find("the SLO was missed with"), std::string::npos) << d.reason;
+}
+
+// The operator's 12 replicas through five bursts of long generations (t < 1500): `burst_slots`
+// requests in flight while each lasts, 2 otherwise, with 8 slots a replica; every first token in
+// time. Then the policy's own decisions through bursts of short ones. Returns the decision at `at`.
+Decision slots_at(double burst_slots, int at) {
+  auto cfg = config();
+  cfg.capacity.max_in_flight = 8;
+  PolicyState st;
+  int active = 12;
+  Decision d;
+  for (int t = 0; t <= at; ++t) {
+    auto in = tick(t, burst_rate(t), 1000, active);
+    in.signals.in_flight = t < 1500 && in_burst(t) ? burst_slots : 2.0;
+    d = decide(cfg, st, in);
+    if (t >= 1500) active = d.desired;
+  }
+  return d;
+}
+
+TEST(MeasuredBurst, AFleetThatSlotsAskedForInABurstIsKeptThroughTheGap) {
+  // Bursts that hold a few slots: in the gap after t = 1500 the 12 are more than the bursts'
+  // prefill load asks for.
+  const auto few = slots_at(20, 1700);
+  ASSERT_LT(few.desired, 12) << few.reason;
+  // Bursts that held 150 slots (21 replicas' worth): the burst memory's history is of prefill
+  // load and does not show them, the slots' own memory keeps the 12 there are.
+  const auto many = slots_at(150, 1700);
+  EXPECT_EQ(many.desired, 12) << many.reason;
+  EXPECT_NE(many.reason.find("keeping 12: in-flight slots asked for 21"), std::string::npos) << many.reason;
+  // Forgotten after the burst memory (900 s after the last such burst, at t = 1200-1260).
+  const auto later = slots_at(150, 2380);
+  EXPECT_LT(later.desired, 12) << later.reason;
+  EXPECT_EQ(later.reason.find("slots asked for"), std::string::npos) << later.reason;
 }
 
 }  // namespace

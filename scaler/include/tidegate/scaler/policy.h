@@ -229,6 +229,15 @@ struct PolicyState {
   // Fleets measured short of the SLO over a demand window (the fewest active while its misses
   // came), with when: (t, fleet), within the burst memory.
   std::deque<std::pair<double, int>> short_fleets;
+  // What bound regardless of the queueing model (KV, in-flight slots, a backlog), in replicas,
+  // within the burst memory: a running maximum (each entry larger than every later one), so
+  // the front is the largest and `bound` names what asked for it (a string literal).
+  struct HardNeed {
+    double t = 0;
+    int replicas = 0;
+    const char* bound = "";
+  };
+  std::deque<HardNeed> hard_needs;
   double first_t = -1;          // first call
   int initial_capacity = -1;    // active + starting at the first call (the learning floor)
   double last_work_t = -1;      // last sample with work signals
