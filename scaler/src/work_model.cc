@@ -159,7 +159,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // window dilutes.
   record_held(st, in.t, in.active, cfg.demand_window_s, short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s)),
               memory);
-  record_hard_need(st, in.t, base_hard, hard_bound, memory);
+  // What binds now, up to the replicas active: those served the need (and filled); beyond them
+  // it is the model's estimate, which the SLO may not have needed.
+  record_hard_need(st, in.t, std::min(base_hard, in.active), hard_bound, memory);
   double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
@@ -328,9 +330,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // A fleet the SLO was measured short with inside a burst is what that burst needed at least,
   // whatever the model's estimate of its load (a demand window's average, less its noise,
   // understates a burst's worst seconds): under bursty demand it is not released within the
-  // burst memory, as the bursts' modelled load is not. Nor is a fleet that what binds regardless
-  // of the queueing model (KV, in-flight slots, a backlog) asked for: the burst memory's history
-  // is of prefill load, and a burst of long generations needs slots its prefill does not show.
+  // burst memory, as the bursts' modelled load is not. Nor is a fleet whose replicas what binds
+  // regardless of the queueing model (KV, in-flight slots, a backlog) needed in full: the burst
+  // memory's history is of prefill load, and a burst of long generations fills slots its prefill
+  // does not show.
   // Only held, never started for.
   if (bursty) {
     const auto short_fleet = largest_short_fleet(st, in.t);
@@ -342,8 +345,8 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
         floors += "; keeping " + std::to_string(keep_short) + ": the SLO was missed with " +
                   std::to_string(short_fleet.replicas) + " active in a burst " + num(short_fleet.age_s, 0) + "s ago";
       else
-        floors += "; keeping " + std::to_string(keep_hard) + ": " + st.hard_needs.front().bound + " asked for " +
-                  std::to_string(hard_need.replicas) + " " + num(hard_need.age_s, 0) + "s ago";
+        floors += "; keeping " + std::to_string(keep_hard) + ": " + st.hard_needs.front().bound + " needed the " +
+                  std::to_string(hard_need.replicas) + " active " + num(hard_need.age_s, 0) + "s ago";
       raise_active(std::max(keep_short, keep_hard));
       out.reason_code = "burst_memory";
     }

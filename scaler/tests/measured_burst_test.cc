@@ -1,6 +1,7 @@
 // Under bursty demand, a fleet the TTFT SLO was measured short with inside a burst is kept for
 // the burst memory, whatever the modelled load of the bursts asks for; never started for. So is
-// a fleet that what binds regardless of the queueing model (here in-flight slots) asked for.
+// a fleet whose replicas were all needed by what binds regardless of the queueing model (here
+// in-flight slots).
 #include <gtest/gtest.h>
 
 #include "tidegate/scaler/policy.h"
@@ -97,15 +98,16 @@ TEST(MeasuredBurst, AFleetThatSlotsAskedForInABurstIsKeptThroughTheGap) {
   // prefill load asks for.
   const auto few = slots_at(20, 1700);
   ASSERT_LT(few.desired, 12) << few.reason;
-  // Bursts that held 150 slots (21 replicas' worth): the burst memory's history is of prefill
-  // load and does not show them, the slots' own memory keeps the 12 there are.
+  // Bursts that held 150 slots (21 replicas' worth, of which the 12 were there): the burst
+  // memory's history is of prefill load and does not show them; the slots' own memory keeps the
+  // 12 that served them, not the 21 the model asked for.
   const auto many = slots_at(150, 1700);
   EXPECT_EQ(many.desired, 12) << many.reason;
-  EXPECT_NE(many.reason.find("keeping 12: in-flight slots asked for 21"), std::string::npos) << many.reason;
+  EXPECT_NE(many.reason.find("keeping 12: in-flight slots needed the 12 active"), std::string::npos) << many.reason;
   // Forgotten after the burst memory (900 s after the last such burst, at t = 1200-1260).
   const auto later = slots_at(150, 2380);
   EXPECT_LT(later.desired, 12) << later.reason;
-  EXPECT_EQ(later.reason.find("slots asked for"), std::string::npos) << later.reason;
+  EXPECT_EQ(later.reason.find("slots needed"), std::string::npos) << later.reason;
 }
 
 }  // namespace
