@@ -65,7 +65,7 @@ void record_held(PolicyState& st, double t, int active, double window_s, bool sh
 RememberedFleet largest_short_fleet(const PolicyState& st, double t) {
   RememberedFleet out;
   for (const auto& [when, n] : st.short_fleets)
-    if (n >= out.replicas) out = {n, t - when};
+    if (n >= out.replicas) out = {n, t - when, ""};
   return out;
 }
 
@@ -80,7 +80,8 @@ void record_hard_need(PolicyState& st, double t, int replicas, const char* bound
 
 RememberedFleet largest_hard_need(const PolicyState& st, double t) {
   if (st.hard_needs.empty()) return {};
-  return {st.hard_needs.front().replicas, t - st.hard_needs.front().t};
+  const auto& largest = st.hard_needs.front();
+  return {largest.replicas, t - largest.t, largest.bound};
 }
 
 double median_load(const std::deque<PolicyState::LoadSample>& series) {

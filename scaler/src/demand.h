@@ -47,10 +47,12 @@ MissRate miss_rate(const FirstTokens& f, double z);
 // measured short. Those are kept over `memory_s`.
 void record_held(PolicyState& state, double t, int active, double window_s, bool short_of_slo, double memory_s);
 
-// A fleet size remembered, and how long ago it was noted; {0, 0} when none.
+// A fleet size remembered, how long ago it was noted, and (for a hard need) what needed it;
+// {0, 0} when none.
 struct RememberedFleet {
   int replicas = 0;
   double age_s = 0;
+  const char* bound = "";
 };
 // The largest fleet measured short within the memory.
 RememberedFleet largest_short_fleet(const PolicyState& state, double t);

@@ -333,8 +333,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // burst memory, as the bursts' modelled load is not. Nor is a fleet whose replicas what binds
   // regardless of the queueing model (KV, in-flight slots, a backlog) needed in full: the burst
   // memory's history is of prefill load, and a burst of long generations fills slots its prefill
-  // does not show.
-  // Only held, never started for.
+  // does not show. Only held, never started for.
   if (bursty) {
     const auto short_fleet = largest_short_fleet(st, in.t);
     const auto hard_need = largest_hard_need(st, in.t);
@@ -345,7 +344,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
         floors += "; keeping " + std::to_string(keep_short) + ": the SLO was missed with " +
                   std::to_string(short_fleet.replicas) + " active in a burst " + num(short_fleet.age_s, 0) + "s ago";
       else
-        floors += "; keeping " + std::to_string(keep_hard) + ": " + st.hard_needs.front().bound + " needed the " +
+        floors += "; keeping " + std::to_string(keep_hard) + ": " + hard_need.bound + " needed the " +
                   std::to_string(hard_need.replicas) + " active " + num(hard_need.age_s, 0) + "s ago";
       raise_active(std::max(keep_short, keep_hard));
       out.reason_code = "burst_memory";
