@@ -296,11 +296,13 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // fleet sizes otherwise starts a replica each time its estimate crosses the edge and releases
   // it a stabilisation window later, paying a cold start and a window each time. A load clearly
   // above the edge, and what binds now (KV, slots, a backlog), still start what they need.
+  // With a standby tier the plan's margin sleeps there and a wake takes seconds, not a cold
+  // start; this rule is not for it (and would keep the starting fleet's standby asleep).
   const bool vouched =
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
   const double load_less_noise = std::max(0.0, d_now - cfg.noise_z * noise) * headroom;
   const int serves = std::max(base_hard, for_load(load_less_noise));
-  if (!bursty && vouched && held_now > 0 && active > std::max(serves, held_now)) {
+  if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     floors += "; not starting " + std::to_string(active - keep) + ": smooth demand, the held " +
               std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +

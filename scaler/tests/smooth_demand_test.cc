@@ -56,9 +56,10 @@ TEST(SmoothDemand, ALoadClearlyAboveWhatTheFleetServesStillStartsReplicas) {
 }
 
 // A steady 26 req/s of 1000 tokens (2.6 replicas of load) on 3 replicas, for 700 s; `signals`:
-// whether first tokens are counted, and `met` of them in time.
-Decision steady(bool signals, double met) {
-  const auto cfg = config();
+// whether first tokens are counted, and `met` of them in time; optionally a standby tier.
+Decision steady(bool signals, double met, bool standby_tier = false) {
+  auto cfg = config();
+  if (standby_tier) cfg.tiers = {{"sleeping", 0.2, 5}};
   PolicyState st;
   Decision d;
   for (int t = 0; t < 700; ++t) {
@@ -83,6 +84,15 @@ TEST(SmoothDemand, ALoadWithinItsNoiseOfTheEdgeStartsOnlyWithoutTheMeasurementsW
   // 0.9% late: within the budget as far as chance tells, but not proven so; the model's 4.
   const auto unproven = steady(true, 0.991);
   EXPECT_EQ(unproven.desired, 4) << unproven.reason;
+}
+
+TEST(SmoothDemand, OffWithAStandbyTier) {
+  // A pool with a standby tier keeps its margin asleep there and wakes it in seconds: the rule,
+  // which saves cold starts, would keep the tier's replicas asleep too (a starting fleet's
+  // standby through a burst, on the held-out tier rows). The model's 4 stand.
+  const auto d = steady(true, 1.0, true);
+  EXPECT_EQ(d.desired, 4) << d.reason;
+  EXPECT_EQ(d.reason.find("smooth demand"), std::string::npos) << d.reason;
 }
 
 }  // namespace
