@@ -90,11 +90,13 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const int c_prefill = for_load(d);
   int base = c_prefill;
   int base_hard = 0;  // what binds now regardless of the queueing bound: KV, slots, a backlog
-  const char* hard_bound = "";
+  int occupied = 0;  // ... of which KV and slots: what the requests in the fleet hold
+  const char* occupied_by = "";
   std::string bound = "prefill";
   if (cap.kv_tokens && s.kv_used_tokens && *cap.kv_tokens > 0) {
     const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
-    if (c_kv > base_hard) base_hard = c_kv, hard_bound = "KV";
+    base_hard = std::max(base_hard, c_kv);
+    if (c_kv > occupied) occupied = c_kv, occupied_by = "KV";
     if (c_kv > base) base = c_kv, bound = "KV";
   }
   const auto tiers = usable_tiers(cfg, cold_start_s);
@@ -114,7 +116,8 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       slots = std::max(slots, d_now / x * hold_s + s.queue.value_or(0) * hold_s / drain_s);
     }
     const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
-    if (c_slots > base_hard) base_hard = c_slots, hard_bound = "in-flight slots";
+    base_hard = std::max(base_hard, c_slots);
+    if (c_slots > occupied) occupied = c_slots, occupied_by = "in-flight slots";
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
   if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
@@ -123,7 +126,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     // what wakes it at once, rather than the demand windows a few seconds later.
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
     const int c_backlog = ceil_count(d + backlog_s / drain_s);
-    if (c_backlog > base_hard) base_hard = c_backlog, hard_bound = "a backlog";
+    base_hard = std::max(base_hard, c_backlog);
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 
@@ -159,9 +162,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // window dilutes.
   record_held(st, in.t, in.active, cfg.demand_window_s, short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s)),
               memory);
-  // What binds now, up to the replicas active: those served the need (and filled); beyond them
-  // it is the model's estimate, which the SLO may not have needed.
-  record_hard_need(st, in.t, std::min(base_hard, in.active), hard_bound, memory);
+  // What the requests in the fleet occupy (KV, slots), up to the replicas active: those served
+  // the need and were filled; beyond them it is the model's estimate, which the SLO may not have
+  // needed. Not a backlog: how fast one must drain is the model's choice, not a state a burst
+  // brings back.
+  record_hard_need(st, in.t, std::min(occupied, in.active), occupied_by, memory);
   double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
@@ -332,10 +337,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // A fleet the SLO was measured short with inside a burst is what that burst needed at least,
   // whatever the model's estimate of its load (a demand window's average, less its noise,
   // understates a burst's worst seconds): under bursty demand it is not released within the
-  // burst memory, as the bursts' modelled load is not. Nor is a fleet whose replicas what binds
-  // regardless of the queueing model (KV, in-flight slots, a backlog) needed in full: the burst
-  // memory's history is of prefill load, and a burst of long generations fills slots its prefill
-  // does not show. Only held, never started for.
+  // burst memory, as the bursts' modelled load is not. Nor is a fleet whose replicas the
+  // requests' KV or in-flight slots filled: the burst memory's history is of prefill load, and
+  // a burst of long generations fills slots its prefill does not show. Only held, never started
+  // for.
   if (bursty) {
     const auto short_fleet = largest_short_fleet(st, in.t);
     const auto hard_need = largest_hard_need(st, in.t);
