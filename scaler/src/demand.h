@@ -57,7 +57,7 @@ struct RememberedFleet {
 // The largest fleet measured short within the memory.
 RememberedFleet largest_short_fleet(const PolicyState& state, double t);
 
-// Notes what bound at t (`replicas` for KV, in-flight slots or a backlog, named by `bound`, a
+// Notes the replicas the requests' KV or in-flight slots filled at t (`bound` names which, a
 // string literal) and forgets what is older than `memory_s`.
 void record_hard_need(PolicyState& state, double t, int replicas, const char* bound, double memory_s);
 // The largest of them within the memory.

@@ -229,9 +229,9 @@ struct PolicyState {
   // Fleets measured short of the SLO over a demand window (the fewest active while its misses
   // came), with when: (t, fleet), within the burst memory.
   std::deque<std::pair<double, int>> short_fleets;
-  // What bound regardless of the queueing model (KV, in-flight slots, a backlog), in replicas,
-  // within the burst memory: a running maximum (each entry larger than every later one), so
-  // the front is the largest and `bound` names what asked for it (a string literal).
+  // Replicas the requests' KV or in-flight slots filled (up to those active), within the burst
+  // memory: a running maximum (each entry larger than every later one), so the front is the
+  // largest and `bound` names what filled them (a string literal).
   struct HardNeed {
     double t = 0;
     int replicas = 0;
