@@ -260,7 +260,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // Under bursty demand the held plan already covers the bursts seen; going beyond it while the
   // measured attainment meets the SLO buys nothing the users notice (the miss budget is there to
   // absorb a burst's first seconds) and costs a cold start and a stabilisation window.
-  const int held_now = in.active + in.starting;
+  const int held_now = in.active + in.starting;  // what is routed or on its way
   auto measured_text = [&] {
     const double a = *out.view.attainment;
     return num(a * 100, 2) + "%" + (a < cfg.slo.attainment ? ", short by no more than chance" : "");
@@ -281,13 +281,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // quick to turn: the window is as young as the scaler, so a fleet that is really short shows
   // misses within a few dozen requests.
   {
-    const int held = in.active + in.starting;
-    const int keep = std::max(held, base_hard);
+    const int keep = std::max(held_now, base_hard);
     const bool measured_ok = out.view.attainment && !short_of_target;
-    if (prior && age < learn && measured_ok && active > keep && held >= st.initial_capacity && headroom <= 1) {
+    if (prior && age < learn && measured_ok && active > keep && held_now >= st.initial_capacity && headroom <= 1) {
       floors += "; not starting " + std::to_string(active - keep) + ": learning, the starting " +
                 std::to_string(st.initial_capacity) + " meet the SLO (" + measured_text() + ")" +
-                (keep > held ? "; starting " + std::to_string(keep - held) + " for what binds now" : "");
+                (keep > held_now ? "; starting " + std::to_string(keep - held_now) + " for what binds now" : "");
       cum -= active - keep;
       active = keep;
       out.reason_code = "learning";
@@ -320,16 +319,15 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // A replica started now serves from a cold start on. Inside a burst that every burst seen
   // so far outlasts by less than that, more replicas would arrive after it has passed: they
   // cost a cold start and an idle stabilisation window, and help nobody.
-  const int capacity_now = in.active + in.starting;
-  if (active > capacity_now && capacity_now > 0) {
+  if (active > held_now && held_now > 0) {
     const auto ep = episodes(series, burst_level);
     if (ep.longest_done > 0 && ep.current_age >= 0 && ep.current_age <= ep.longest_done &&
         ep.current_age + cold_start_s > ep.longest_done) {
-      floors += "; not starting " + std::to_string(active - capacity_now) + ": bursts seen last at most " +
+      floors += "; not starting " + std::to_string(active - held_now) + ": bursts seen last at most " +
                 num(ep.longest_done, 0) + "s, this one " + num(ep.current_age, 0) + "s, a start takes " +
                 num(cold_start_s, 0) + "s";
-      cum -= active - capacity_now;
-      active = capacity_now;
+      cum -= active - held_now;
+      active = held_now;
       out.reason_code = "burst_ends_first";
     }
   }
@@ -344,8 +342,8 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   if (bursty) {
     const auto short_fleet = largest_short_fleet(st, in.t);
     const auto hard_need = largest_hard_need(st, in.t);
-    const int keep_short = std::min(short_fleet.replicas, capacity_now);
-    const int keep_hard = std::min(hard_need.replicas, capacity_now);
+    const int keep_short = std::min(short_fleet.replicas, held_now);
+    const int keep_hard = std::min(hard_need.replicas, held_now);
     if (std::max(keep_short, keep_hard) > active) {
       if (keep_short >= keep_hard)
         floors += "; keeping " + std::to_string(keep_short) + ": the SLO was missed with " +
