@@ -12,7 +12,11 @@ traffic. A tier at full price, or slower than a cold start, is never used (the p
 --rows heldout: every variant at seeds 5 and 6, loads 0.7 and 2.5 (72 rows with a tier), values
 the tier work never tuned on; the summary counts the rows where the SLO is met without a tier
 and missed with one. --rows fresh: the same at seeds 7 and 8, loads 1.5 and 4 (run once, after
-the held-out rows had judged five variants).
+the held-out rows had judged five variants). --rows fresh2: the same at seeds 9 and 10, loads 1 and
+3, defined before any run, to judge the wake of a held starting fleet's standby (work_model.cc,
+"in_burst" while the prior binds). Its criterion, written before the first run: against da20b01,
+the no-tier rows are identical, and fewer rows meet the SLO without a tier and miss it with one;
+the rows where the tier pays are reported whatever they show.
 """
 import argparse
 import concurrent.futures as cf
@@ -36,6 +40,7 @@ ROW_SETS = {
     "dev": ((1,), (1,), TIERS),
     "heldout": ((5, 6), (0.7, 2.5), [None, (0.1, 2), (0.3, 5)]),
     "fresh": ((7, 8), (1.5, 4), [None, (0.1, 2), (0.3, 5)]),
+    "fresh2": ((9, 10), (1, 3), [None, (0.1, 2), (0.3, 5)]),
 }
 
 
