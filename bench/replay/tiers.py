@@ -5,7 +5,7 @@ The same rows with and without a standby tier (an engine asleep: a price fractio
 replica, awake after a promotion time), for a short and a long TTFT SLO, smooth and bursty
 traffic. A tier at full price, or slower than a cold start, is never used (the policy says so).
 
-  bench/replay/tiers.py [--bin build/bin/tidegate-replay] [--rows dev|heldout|fresh] [--out FILE]
+  bench/replay/tiers.py [--bin build/bin/tidegate-replay] [--rows dev|heldout|fresh|fresh2] [--out FILE]
   (default --out: bench/replay/tiers.md for dev, bench/replay/tiers-<rows>.md otherwise)
 
 --rows dev (default): the two traces as recorded and their on/off variant (seed 1, load 1).

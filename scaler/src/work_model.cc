@@ -208,9 +208,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // reaches the burst level of the history): the demand windows see a burst seconds late and a
   // step at a time, and each second the fleet runs short of a burst's load leaves work behind
   // that a fleet sized for the burst, busy with the burst itself, drains slowly. The standby
-  // was kept for this burst.
+  // was kept for this burst. While the starting fleet is held as a possible burst (the history
+  // too short to show one), a climb to the burst level is taken for that burst: the history
+  // cannot yet call it one, and waiting until it can leaves the first seconds' work behind.
   const bool short_of_slo = headroom > 1;
-  const bool in_burst = bursty && peak > typical && base >= for_load(burst_level);
+  const bool prior_binds = prior && for_load(prior_load) >= cum && cum > base;
+  const bool in_burst = (bursty || prior_binds) && peak > typical && base >= for_load(burst_level);
   const bool wake_standby = (short_of_slo || in_burst) && cum > active;
   if (wake_standby) {
     active = cum;
@@ -219,7 +222,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const int margin_replicas = cum - base;
 
   out.reason_code = "work_demand";
-  const bool prior_binds = prior && for_load(prior_load) >= cum && cum > base;
   if (prior_binds) out.reason_code = "learning";
   else if (margin_replicas > 0) out.reason_code = "burst_memory";
   else if (headroom > 1 && c_prefill > for_load(d_now)) out.reason_code = "slo_feedback";
