@@ -386,7 +386,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     if (out.tiers[tiers[k]] > 0)
       out.reason += ", " + std::to_string(out.tiers[tiers[k]]) + " of them " + cfg.tiers[tiers[k]].name;
   if (short_of_slo && !tiers.empty()) out.reason += "; SLO missed: no replica left in standby";
-  else if (wake_standby) out.reason += "; in a burst: standby woken";
+  else if (wake_standby)
+    out.reason += bursty ? "; in a burst: standby woken"
+                         : "; a climb while the starting fleet is held as a possible burst: standby woken";
   out.reason += prior_note + floors;
   return out;
 }

@@ -3,6 +3,7 @@
 // as a possible burst, a climb to the burst level is taken for that burst.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 
 #include "tidegate/scaler/policy.h"
@@ -40,12 +41,12 @@ Decision run(const PolicyConfig& cfg, PolicyState& st, int until, int* active) {
 // decision is returned (and not applied), with the seconds it took.
 template <class Rate>
 std::pair<Decision, int> until_standby_woken(const PolicyConfig& cfg, PolicyState& st, Rate rate, int from, int within,
-                                             int* active) {
+                                             int* active, const std::string& woken = "in a burst: standby woken") {
   Decision d;
   int t = from;
   for (; t < from + within; ++t) {
     d = decide(cfg, st, tick(t, rate(t), 1000, *active));
-    if (d.reason.find("in a burst: standby woken") != std::string::npos) break;
+    if (d.reason.find(woken) != std::string::npos) break;
     *active = d.desired;
   }
   return {d, t - from};
@@ -85,7 +86,8 @@ TEST(Standby, WhileLearningAClimbToTheBurstLevelWakesTheHeldStartingFleet) {
   const auto calm = run(cfg, st, rate, 0, 600, &active);
   ASSERT_GT(calm.desired_tiers.at(0), 0) << "calm: part of the held fleet sleeps. " << calm.reason;
   ASSERT_EQ(calm.desired + calm.desired_tiers.at(0), 12) << calm.reason;
-  const auto [d, took] = until_standby_woken(cfg, st, rate, 600, 60, &active);
+  const auto [d, took] = until_standby_woken(cfg, st, rate, 600, 60, &active,
+                                             "a climb while the starting fleet is held as a possible burst: standby woken");
   EXPECT_LE(took, 15) << d.reason;
   EXPECT_EQ(d.desired_tiers.at(0), 0) << d.reason;
   EXPECT_EQ(d.desired, 12) << "the whole held fleet at once. " << d.reason;
