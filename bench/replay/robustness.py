@@ -8,12 +8,16 @@ static fleet meeting the SLO and against the offline optimum; the tuned policy i
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
   bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2|fresh3|fresh4|fresh5|fresh6]
-                             [--out bench/replay/robustness] [--no-tune] [--render]
+                             [--out bench/replay/robustness] [--no-tune] [--render] [--prefix-aware]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
 30/120/180 s at load 1). `dev` rows (original, onoff, spikes) are the ones the policy was
 developed on; `heldout` rows (mmpp, wave, and every row's seed 2) were only run at the end.
-Writes OUT/rows.jsonl, OUT/table.md and OUT/ratios.svg.
+Writes OUT/rows.jsonl, OUT/table.md and OUT/ratios.svg. The configs route every request to the
+replica with the fewest in flight; `--prefix-aware` routes the trace that carries prefix block
+ids (mooncake) by prefix instead, as the gateway does by default, for every policy and baseline.
+The azure trace has no block ids, and prefix-aware routing without them is only another load
+balancer (least loaded of two), so it keeps the configs' routing.
 """
 import argparse
 import concurrent.futures as cf
@@ -31,6 +35,7 @@ TRACES = {
     "azure": (os.path.join(DATA, "azure_conv_2023.csv"), "configs/replay-azure.yaml"),
     "mooncake": (os.path.join(DATA, "mooncake_synthetic.jsonl"), "configs/replay-mooncake-h100.yaml"),
 }
+PREFIX_TRACES = ("mooncake",)  # traces whose rows carry prefix block ids
 DEV_VARIANTS = ["none", "onoff", "spikes"]
 HELDOUT_VARIANTS = ["mmpp", "wave"]
 SETTINGS = [(lf, 60) for lf in (0.5, 1, 2, 4)] + [(1, cs) for cs in (30, 120, 180)]
@@ -96,12 +101,14 @@ def rows(which):
     return out
 
 
-def run_row(binary, row, tune):
+def run_row(binary, row, tune, prefix_aware=False):
     path, config = TRACES[row["trace"]]
     variant = row["variant"] if row["variant"] == "none" else f"{row['variant']}:seed={row['seed']}"
     cmd = [binary, "--trace", path, "--config", os.path.join(ROOT, config), "--variant", variant,
            "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--baselines", "--json",
            "--no-progress", "--threads", "1", "--replicas-max", "128"]
+    if prefix_aware and row["trace"] in PREFIX_TRACES:
+        cmd += ["--balancer", "prefix_aware"]
     if tune:
         cmd += ["--tune"] + TUNE_GRID
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -249,6 +256,8 @@ def main():
     ap.add_argument("--rows", choices=["dev", "heldout", "all", *FRESH_SETS], default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "robustness"))
     ap.add_argument("--no-tune", action="store_true")
+    ap.add_argument("--prefix-aware", action="store_true",
+                    help="route the traces with prefix block ids by prefix (the gateway's default balancer)")
     ap.add_argument("--render", action="store_true", help="rewrite table.md and ratios.svg from OUT/rows.jsonl")
     args = ap.parse_args()
     if args.render:
@@ -261,7 +270,7 @@ def main():
     todo = rows(args.rows)
     results = [None] * len(todo)
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_row, args.bin, r, not args.no_tune): i for i, r in enumerate(todo)}
+        futures = {pool.submit(run_row, args.bin, r, not args.no_tune, args.prefix_aware): i for i, r in enumerate(todo)}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             print(f"  {n}/{len(todo)} rows", file=sys.stderr, end="\r")
