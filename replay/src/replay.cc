@@ -4,10 +4,10 @@
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <random>
 #include <stdexcept>
 
 #include "fleet.h"
+#include "router.h"
 #include "tidegate/scaler/policy.h"
 #include "virtual_pool.h"
 
@@ -145,30 +145,14 @@ class Run {
   // The replica the balancer sends `req` to, among the active ones with a free slot.
   detail::Replica* pick(const TraceRequest& req) {
     eligible_.clear();
+    views_.clear();
     for (auto& r : fleet_.replicas())
-      if (r->state == kActive && r->in_flight < opt_.profile.slots_per_replica) eligible_.push_back(r.get());
+      if (r->state == kActive && r->in_flight < opt_.profile.slots_per_replica) {
+        eligible_.push_back(r.get());
+        views_.push_back({r->in_flight, &r->routed_prefixes});
+      }
     if (eligible_.empty()) return nullptr;
-    switch (opt_.balancer) {
-      case Balancer::kIdeal:
-      case Balancer::kLeastOutstanding: {
-        detail::Replica* best = nullptr;
-        for (auto* r : eligible_)
-          if (!best || r->in_flight < best->in_flight) best = r;
-        return best;
-      }
-      case Balancer::kRoundRobin: return eligible_[round_robin_++ % eligible_.size()];
-      case Balancer::kPrefixAware: {
-        candidates_.clear();
-        for (auto* r : eligible_) candidates_.push_back({r->in_flight, 1.0, r->routed_prefixes.match(req.blocks)});
-        const auto choice = routing::choose_prefix_aware(opt_.prefix_aware, candidates_, rng_());
-        if (choice.reason == routing::ChoiceReason::kPrefix) {
-          ++prefix_routed_;
-          prefix_expected_blocks_ += static_cast<std::int64_t>(choice.matched_blocks);
-        }
-        return eligible_[choice.index];
-      }
-    }
-    return nullptr;
+    return eligible_[router_.pick(views_, req)];
   }
 
   void dispatch(double t) {
@@ -321,8 +305,8 @@ class Run {
     s.scale_events = fleet_.scale_events();
     s.prefix_query_tokens = prefix_queries_;
     s.prefix_hit_tokens = prefix_hits_;
-    s.prefix_routed = prefix_routed_;
-    s.prefix_expected_blocks = prefix_expected_blocks_;
+    s.prefix_routed = router_.prefix_routed();
+    s.prefix_expected_blocks = router_.prefix_expected_blocks();
     out.timeline = std::move(timeline_);
     return out;
   }
@@ -346,14 +330,10 @@ class Run {
   double bucket_start_ = 0;
   std::vector<TimelineRow> timeline_;
   std::int64_t prefix_queries_ = 0, prefix_hits_ = 0;
-  // Balancer state: scratch vectors (no allocation per dispatch), round-robin position, the
-  // prefix-aware tie-breaker (seeded: a replay is deterministic) and its counts.
+  // Dispatch: scratch vectors (no allocation per dispatch) and the balancer (router.h).
   std::vector<detail::Replica*> eligible_;
-  std::vector<routing::Candidate> candidates_;
-  std::size_t round_robin_ = 0;
-  std::mt19937_64 rng_{0x7469646567617465ULL};
-  std::size_t prefix_routed_ = 0;
-  std::int64_t prefix_expected_blocks_ = 0;
+  std::vector<detail::Eligible> views_;
+  detail::Router router_{opt_};
   InfinitePrefixCache ideal_cache_{trace_.block_tokens};  // kIdeal: every block dispatched so far
 };
 
