@@ -7,18 +7,29 @@
 #include <list>
 #include <map>
 
+#include "router.h"
+
 namespace tidegate::replay {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The replay's request path (admission queue, least-in-flight dispatch within the per-replica
-// slots, one timing model per replica) without policy or billing, so that it can be forked:
-// copying it copies every engine with its batches and prefix cache.
+// The replay's request path (admission queue, the run's balancer within the per-replica slots,
+// one timing model per replica) without policy or billing, so that it can be forked: copying it
+// copies every engine with its batches and prefix cache, and the router with what it believes
+// each cache holds.
 class ForkedFleet {
  public:
   ForkedFleet(const Trace& trace, const ReplayOptions& opt, sim::TimingParams params, int initial)
-      : trace_(&trace), opt_(&opt), params_(params), first_(trace.requests.size(), -1) {
+      : trace_(&trace),
+        opt_(&opt),
+        params_(params),
+        index_blocks_(params.prefix_caching ? routing::PrefixIndex::capacity_for(
+                                                  static_cast<double>(params.kv_capacity_tokens), params.prefix_block_tokens)
+                                            : 0),
+        router_(opt),
+        ideal_cache_(trace.block_tokens),
+        first_(trace.requests.size(), -1) {
     params_.emit_token_events = false;
     resize(initial, 0);
   }
@@ -31,7 +42,7 @@ class ForkedFleet {
     for (auto& r : reps_)
       if (accepting < n && !r.accepting) r.accepting = true, ++accepting;
     while (accepting < n) {
-      reps_.push_back(Rep{sim::TimingModel(params_, t - params_.startup_s), 0, true});
+      reps_.push_back(Rep{sim::TimingModel(params_, t - params_.startup_s), 0, true, routing::PrefixIndex(index_blocks_)});
       ++accepting;
     }
     // Fewer: the least busy stop taking requests and leave once empty.
@@ -78,6 +89,7 @@ class ForkedFleet {
     sim::TimingModel engine;
     int in_flight = 0;
     bool accepting = true;
+    routing::PrefixIndex routed_prefixes{0};
   };
 
   void advance(Rep& r, double t) {
@@ -91,24 +103,37 @@ class ForkedFleet {
 
   void dispatch() {
     while (!queue_.empty()) {
-      Rep* best = nullptr;
-      for (auto& r : reps_)
-        if (r.accepting && r.in_flight < opt_->profile.slots_per_replica && (!best || r.in_flight < best->in_flight))
-          best = &r;
-      if (!best) return;
       const auto id = queue_.front();
-      queue_.pop_front();
       const auto& q = trace_->requests[id];
-      advance(*best, t_);
-      best->engine.submit(id, q.prompt_tokens, q.output_tokens, t_, q.blocks);
-      ++best->in_flight;
+      eligible_.clear();
+      views_.clear();
+      for (auto& r : reps_)
+        if (r.accepting && r.in_flight < opt_->profile.slots_per_replica) {
+          eligible_.push_back(&r);
+          views_.push_back({r.in_flight, &r.routed_prefixes});
+        }
+      if (eligible_.empty()) return;
+      Rep& best = *eligible_[router_.pick(views_, q)];
+      queue_.pop_front();
+      best.routed_prefixes.insert(q.blocks);
+      advance(best, t_);
+      if (opt_->balancer == Balancer::kIdeal)
+        best.engine.submit_externally_cached(id, q.prompt_tokens, q.output_tokens, t_, ideal_cache_.admit(q));
+      else
+        best.engine.submit(id, q.prompt_tokens, q.output_tokens, t_, q.blocks);
+      ++best.in_flight;
     }
   }
 
   const Trace* trace_;
   const ReplayOptions* opt_;
   sim::TimingParams params_;
+  std::size_t index_blocks_;  // the router's index per replica: its whole KV cache (fleet.cc)
+  detail::Router router_;
+  InfinitePrefixCache ideal_cache_;  // kIdeal: every block dispatched so far
   std::list<Rep> reps_;
+  std::vector<Rep*> eligible_;  // scratch, as views_ (pointers into reps_ are not copied: rebuilt per dispatch)
+  std::vector<detail::Eligible> views_;
   std::deque<std::size_t> queue_;
   std::size_t next_ = 0;
   double t_ = 0;
@@ -202,7 +227,12 @@ ScaleTarget ScheduledPolicy::decide(const ClusterObservation& obs) {
   return {n, 0};
 }
 
-OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, const OptimumOptions& search) {
+namespace {
+
+// The optimum with the forks dispatching as `search_with` does; every schedule is replayed with
+// the run's own balancer.
+OptimumResult optimum_searched_with(const Trace& trace, const ReplayOptions& options, const OptimumOptions& search,
+                                    Balancer search_with) {
   OptimumResult out;
   out.segment_s = search.segment_s;
   const int initial = std::clamp(options.initial_active > 0 ? options.initial_active : options.replicas_min,
@@ -216,7 +246,9 @@ OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, 
   auto attempt = [&](double target) {
     OptimumResult r;
     r.segment_s = search.segment_s;
-    r.schedule = search_schedule(trace, o, search.segment_s, target, initial);
+    ReplayOptions forks = o;
+    forks.balancer = search_with;
+    r.schedule = search_schedule(trace, forks, search.segment_s, target, initial);
     ScheduledPolicy policy(r.schedule, search.segment_s, options.profile.cold_start_s + 2);
     r.summary = run_replay(trace, policy, o).summary;
     r.summary.policy = "optimum";
@@ -267,6 +299,23 @@ OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, 
     }
   }
   return or_static(std::move(out));
+}
+
+}  // namespace
+
+OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, const OptimumOptions& search) {
+  if (search.search_balancer) return optimum_searched_with(trace, options, search, *search.search_balancer);
+  auto out = optimum_searched_with(trace, options, search, options.balancer);
+  if (options.balancer == Balancer::kLeastOutstanding) return out;
+  // The search is greedy, segment by segment, so forks that route as the run does do not always
+  // find the cheaper schedule: with prefix-aware routing they did on 16 of the suite's 38 mooncake
+  // rows, least-loaded forks on 15. Both are schedules replayed with the run's routing, so the
+  // cheaper one that meets the SLO is the tighter bound.
+  auto other = optimum_searched_with(trace, options, search, Balancer::kLeastOutstanding);
+  other.rounds += out.rounds;
+  if (other.found && (!out.found || other.summary.gpu_hours < out.summary.gpu_hours)) return other;
+  out.rounds = other.rounds;
+  return out;
 }
 
 }  // namespace tidegate::replay

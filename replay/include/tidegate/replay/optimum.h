@@ -13,8 +13,11 @@
 // the per-segment target is bisected down (segments differ, and the miss budget is the whole
 // trace's) to the cheapest schedule whose replay still meets the SLO.
 //
-// It is the best schedule the search finds, so an upper bound on the true optimum; warm tiers
-// are not used by it.
+// The forks dispatch with the run's balancer (and, when it is not least-loaded, the search is run
+// again with least-loaded forks, the cheaper result kept); every schedule is replayed with the
+// run's balancer. It is the best schedule the search finds, so an upper bound on the true
+// optimum; warm tiers are not used by it.
+#include <optional>
 #include <vector>
 
 #include "tidegate/replay/policy.h"
@@ -31,6 +34,10 @@ struct OptimumOptions {
   // it in the bursts, which a per-segment search would otherwise buy its way out of), and it is
   // the answer when the search finds nothing cheaper that meets the SLO.
   int static_fleet = 0;
+  // How the search's forks dispatch. Unset: as the run does and, when that is not least-loaded,
+  // least-loaded too; each schedule is replayed with the run's routing and the cheaper kept (the
+  // search is greedy, and neither dispatch finds the cheaper schedule on every trace).
+  std::optional<Balancer> search_balancer;
 };
 
 struct OptimumResult {
