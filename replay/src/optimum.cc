@@ -24,9 +24,10 @@ class ForkedFleet {
       : trace_(&trace),
         opt_(&opt),
         params_(params),
-        index_blocks_(params.prefix_caching ? routing::PrefixIndex::capacity_for(
-                                                  static_cast<double>(params.kv_capacity_tokens), params.prefix_block_tokens)
-                                            : 0),
+        index_blocks_(opt.balancer == Balancer::kPrefixAware && trace.block_tokens > 0 && params.prefix_caching
+                          ? routing::PrefixIndex::capacity_for(static_cast<double>(params.kv_capacity_tokens),
+                                                               params.prefix_block_tokens)
+                          : 0),
         router_(opt),
         ideal_cache_(trace.block_tokens),
         first_(trace.requests.size(), -1) {
@@ -128,7 +129,9 @@ class ForkedFleet {
   const Trace* trace_;
   const ReplayOptions* opt_;
   sim::TimingParams params_;
-  std::size_t index_blocks_;  // the router's index per replica: its whole KV cache (fleet.cc)
+  // The router's index per replica, as large as its KV cache (fleet.cc); only a prefix-aware
+  // router reads it, so other forks copy empty ones.
+  std::size_t index_blocks_;
   detail::Router router_;
   InfinitePrefixCache ideal_cache_;  // kIdeal: every block dispatched so far
   std::list<Rep> reps_;
