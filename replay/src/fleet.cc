@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "router.h"
+
 namespace tidegate::replay::detail {
 
 Fleet::Fleet(const ReplayOptions& options, std::int32_t prefix_block_tokens)
@@ -10,6 +12,7 @@ Fleet::Fleet(const ReplayOptions& options, std::int32_t prefix_block_tokens)
   params_.startup_s = options.profile.cold_start_s;  // the sim's own model-load phase
   params_.emit_token_events = false;                // a replay needs first token and finish only
   if (prefix_block_tokens > 0) params_.prefix_block_tokens = prefix_block_tokens;
+  index_blocks_ = router_index_blocks(options, params_, prefix_block_tokens);
 }
 
 void Fleet::set_state(Replica& r, StateIndex s, double t) {
@@ -20,12 +23,6 @@ void Fleet::set_state(Replica& r, StateIndex s, double t) {
   r.state_since = t;
 }
 
-std::size_t Fleet::prefix_index_blocks() const {
-  return params_.prefix_caching ? routing::PrefixIndex::capacity_for(static_cast<double>(params_.kv_capacity_tokens),
-                                                                     params_.prefix_block_tokens)
-                                : 0;
-}
-
 Replica& Fleet::start_cold(double t, bool for_warm) {
   auto r = std::make_unique<Replica>();
   r->id = next_id_++;
@@ -33,7 +30,7 @@ Replica& Fleet::start_cold(double t, bool for_warm) {
   r->for_warm = for_warm;
   r->state_since = t;
   r->engine = std::make_unique<sim::TimingModel>(params_, t);
-  r->routed_prefixes = routing::PrefixIndex(prefix_index_blocks());
+  r->routed_prefixes = routing::PrefixIndex(index_blocks_);
   r->ready_at = r->engine->ready_at();
   replicas_.push_back(std::move(r));
   ++scale_events_;
@@ -49,7 +46,7 @@ void Fleet::add_ready(int n, double t) {
     r->state_since = t;
     // Loading began a cold start earlier, so the engine is ready exactly at t.
     r->engine = std::make_unique<sim::TimingModel>(params_, t - params_.startup_s);
-    r->routed_prefixes = routing::PrefixIndex(prefix_index_blocks());
+    r->routed_prefixes = routing::PrefixIndex(index_blocks_);
     r->ready_at = t;
     replicas_.push_back(std::move(r));
   }

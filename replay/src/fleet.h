@@ -75,12 +75,12 @@ class Fleet final {
 
  private:
   Replica& start_cold(double t, bool for_warm);
-  std::size_t prefix_index_blocks() const;  // the router's index per replica: its whole KV cache
   void set_state(Replica& r, StateIndex s, double t);
   void stop(std::size_t index, double t);
 
   const ReplayOptions& opt_;
   sim::TimingParams params_;
+  std::size_t index_blocks_ = 0;  // of each replica's router index (router_index_blocks)
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::array<double, kStateCount> gpu_seconds_{};
   double unready_at_close_s_ = 0;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <list>
 #include <map>
+#include <utility>
 
 #include "router.h"
 
@@ -24,12 +25,8 @@ class ForkedFleet {
       : trace_(&trace),
         opt_(&opt),
         params_(params),
-        index_blocks_(opt.balancer == Balancer::kPrefixAware && trace.block_tokens > 0 && params.prefix_caching
-                          ? routing::PrefixIndex::capacity_for(static_cast<double>(params.kv_capacity_tokens),
-                                                               params.prefix_block_tokens)
-                          : 0),
-        router_(opt),
-        ideal_cache_(trace.block_tokens),
+        router_(opt, trace.block_tokens),
+        index_blocks_(detail::router_index_blocks(opt, params, trace.block_tokens)),
         first_(trace.requests.size(), -1) {
     params_.emit_token_events = false;
     resize(initial, 0);
@@ -116,12 +113,8 @@ class ForkedFleet {
       if (eligible_.empty()) return;
       Rep& best = *eligible_[router_.pick(views_, q)];
       queue_.pop_front();
-      best.routed_prefixes.insert(q.blocks);
       advance(best, t_);
-      if (opt_->balancer == Balancer::kIdeal)
-        best.engine.submit_externally_cached(id, q.prompt_tokens, q.output_tokens, t_, ideal_cache_.admit(q));
-      else
-        best.engine.submit(id, q.prompt_tokens, q.output_tokens, t_, q.blocks);
+      router_.submit(best.engine, best.routed_prefixes, id, q, t_);
       ++best.in_flight;
     }
   }
@@ -129,11 +122,8 @@ class ForkedFleet {
   const Trace* trace_;
   const ReplayOptions* opt_;
   sim::TimingParams params_;
-  // The router's index per replica, as large as its KV cache (fleet.cc); only a prefix-aware
-  // router reads it, so other forks copy empty ones.
-  std::size_t index_blocks_;
   detail::Router router_;
-  InfinitePrefixCache ideal_cache_;  // kIdeal: every block dispatched so far
+  std::size_t index_blocks_;  // of each replica's router index (router_index_blocks)
   std::list<Rep> reps_;
   std::vector<Rep*> eligible_;  // scratch, as views_ (pointers into reps_ are not copied: rebuilt per dispatch)
   std::vector<detail::Eligible> views_;
@@ -315,10 +305,10 @@ OptimumResult offline_optimum(const Trace& trace, const ReplayOptions& options, 
   // rows, least-loaded forks on 15. Both are schedules replayed with the run's routing, so the
   // cheaper one that meets the SLO is the tighter bound.
   auto other = optimum_searched_with(trace, options, search, Balancer::kLeastOutstanding);
-  other.rounds += out.rounds;
-  if (other.found && (!out.found || other.summary.gpu_hours < out.summary.gpu_hours)) return other;
-  out.rounds = other.rounds;
-  return out;
+  const int rounds = out.rounds + other.rounds;
+  auto& best = other.found && (!out.found || other.summary.gpu_hours < out.summary.gpu_hours) ? other : out;
+  best.rounds = rounds;
+  return std::move(best);
 }
 
 }  // namespace tidegate::replay

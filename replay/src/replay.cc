@@ -162,15 +162,11 @@ class Run {
       if (!best) return;
       const auto id = queue_.front();
       queue_.pop_front();
-      best->routed_prefixes.insert(req.blocks);
       queued_tokens_ -= req.prompt_tokens;
       events_.clear();
       best->engine->advance(t, events_);  // the model wants time to move forward before a submit
       handle_events(*best);
-      if (opt_.balancer == Balancer::kIdeal)
-        best->engine->submit_externally_cached(id, req.prompt_tokens, req.output_tokens, t, ideal_cache_.admit(req));
-      else
-        best->engine->submit(id, req.prompt_tokens, req.output_tokens, t, req.blocks);
+      router_.submit(*best->engine, best->routed_prefixes, id, req, t);
       ++best->in_flight;
       ++in_flight_;
       records_[id].dispatched = t;
@@ -333,8 +329,7 @@ class Run {
   // Dispatch: scratch vectors (no allocation per dispatch) and the balancer (router.h).
   std::vector<detail::Replica*> eligible_;
   std::vector<detail::Eligible> views_;
-  detail::Router router_{opt_};
-  InfinitePrefixCache ideal_cache_{trace_.block_tokens};  // kIdeal: every block dispatched so far
+  detail::Router router_{opt_, trace_.block_tokens};
 };
 
 }  // namespace
