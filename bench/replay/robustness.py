@@ -7,7 +7,7 @@ start. Each row reports every policy's TTFT attainment and GPU-hours against the
 static fleet meeting the SLO and against the offline optimum; the tuned policy is tuned on the
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
-  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2|fresh3|fresh4|fresh5|fresh6]
+  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2..fresh6|shapes]
                              [--out bench/replay/robustness] [--no-tune] [--render] [--prefix-aware]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
@@ -74,6 +74,19 @@ FRESH5_SEEDS = (13, 14)
 # e7ab118 that the change does not mend is explained.
 FRESH6_SETTINGS = [(0.65, 65), (1.6, 85), (2.8, 120)]
 FRESH6_SEEDS = (15, 16)
+# `shapes`: variants whose shape no row above has (every earlier set uses the defaults of
+# variants.h): short frequent bursts, long rare ones, sharp spikes, a faster and wider MMPP, a
+# fast deep wave. Defined 2026-12-06 (at commit 5655170) before any run of it, as a check of the
+# default policy out of sample, nothing tuned on it: report SLO met among the feasible rows, the
+# rows above the static fleet's GPU-hours and the worst ratio; an SLO miss it finds is analysed,
+# and a change that follows is judged on another set defined before its run.
+SHAPES_VARIANTS = [("onoff", "on_min=20,on_max=45,gap_min=120,gap_max=300"),
+                   ("onoff", "on_min=180,on_max=300,gap_min=900,gap_max=1500,background=0.15"),
+                   ("spikes", "every=300,spike_s=30,mult=8"),
+                   ("mmpp", "high=60,low=300,ratio=10"),
+                   ("wave", "period=600,amplitude=0.8")]
+SHAPES_SETTINGS = [(0.6, 30), (1, 60), (2, 120)]
+SHAPES_SEED = 21
 FRESH_SETS = {"fresh": (FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (FRESH2_SETTINGS, FRESH2_SEEDS),
               "fresh3": (FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": (FRESH4_SETTINGS, FRESH4_SEEDS),
               "fresh5": (FRESH5_SETTINGS, FRESH5_SEEDS),
@@ -82,6 +95,13 @@ FRESH_SETS = {"fresh": (FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (FRESH2_SETTINGS
 
 def rows(which):
     out = []
+    if which == "shapes":
+        for trace in TRACES:
+            for v, params in SHAPES_VARIANTS:
+                for lf, cs in SHAPES_SETTINGS:
+                    out.append({"trace": trace, "variant": v, "params": params, "load": lf, "cold": cs,
+                                "seed": SHAPES_SEED})
+        return out
     if which in FRESH_SETS:
         settings, seeds = FRESH_SETS[which]
         for trace in TRACES:
@@ -103,7 +123,8 @@ def rows(which):
 
 def run_row(binary, row, tune, prefix_aware=False):
     path, config = TRACES[row["trace"]]
-    variant = row["variant"] if row["variant"] == "none" else f"{row['variant']}:seed={row['seed']}"
+    params = row["params"] + "," if row.get("params") else ""
+    variant = row["variant"] if row["variant"] == "none" else f"{row['variant']}:{params}seed={row['seed']}"
     cmd = [binary, "--trace", path, "--config", os.path.join(ROOT, config), "--variant", variant,
            "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--baselines", "--json",
            "--no-progress", "--threads", "1", "--replicas-max", "128"]
@@ -144,7 +165,8 @@ def table(results):
         st, tg, opt = p["static"], p["tidegate"], p["optimum"]
         n = st["policy"].split("=")[1].split(")")[0] if "=" in st["policy"] else "?"
         th = r["summary"].get("tuned_held_back")
-        variant = r["variant"] + (f" (seed {r['seed']})" if r["seed"] != 1 else "")
+        variant = r["variant"] + (f" {r['params']}" if r.get("params") else "") + \
+            (f" (seed {r['seed']})" if r["seed"] != 1 else "")
         lines.append(
             f"| {r['trace']} | {variant} | {r['load']} | {r['cold']} | {n}{'' if st['meets_slo'] else ' (none meets)'} | "
             f"{fmt_ratio(opt['gpu_hours_vs_static'] if opt else None)} | {tg['ttft_slo_attainment']*100:.2f} | "
@@ -196,7 +218,7 @@ def verdict(results):
             t = policy_rows(r)["tidegate"]
             cut = t.get("gpu_hours_unready_at_end", 0.0)
             in_time = gpu_hours_in_time(t) / policy_rows(r)["static"]["gpu_hours"]
-            lines.append(f"  - {label}: {r['trace']} {r['variant']} seed {r['seed']} load {r['load']} cold {r['cold']}: "
+            lines.append(f"  - {label}: {r['trace']} {r['variant']}{' ' + r['params'] if r.get('params') else ''} seed {r['seed']} load {r['load']} cold {r['cold']}: "
                          f"{t['ttft_slo_attainment']*100:.2f}%, {t['gpu_hours_vs_static']:.4f}x static" +
                          (f" ({in_time:.4f}x without {cut:.3f} GPU-h of cold starts the trace ended before)"
                           if cut > 0 else ""))
@@ -253,7 +275,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--rows", choices=["dev", "heldout", "all", *FRESH_SETS], default="all")
+    ap.add_argument("--rows", choices=["dev", "heldout", "all", *FRESH_SETS, "shapes"], default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "robustness"))
     ap.add_argument("--no-tune", action="store_true")
     ap.add_argument("--prefix-aware", action="store_true",
