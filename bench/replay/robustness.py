@@ -88,7 +88,8 @@ SHAPES_VARIANTS = [("onoff", "on_min=20,on_max=45,gap_min=120,gap_max=300"),
 SHAPES_SETTINGS = [(0.6, 30), (1, 60), (2, 120)]
 SHAPES_SEED = 21
 # `shapes2`: more shapes no row used, defined 2026-12-06 before any run of it, to judge a change
-# that `shapes` led to (a slot's hold counts decode slowed by the prefill each replica carries).
+# that `shapes` led to (a slot's hold counts decode slowed by the prefill each replica carries;
+# it passed with no row changed and was not kept: bench/RESULTS.md, "Shapes no row had").
 # Criterion, set now, against the policy of 85ad098: no row meeting the SLO loses it, and the rows
 # above the static fleet's GPU-hours grow by at most 2 in number.
 SHAPES2_VARIANTS = [("onoff", "on_min=10,on_max=30,gap_min=60,gap_max=180"),
@@ -104,6 +105,18 @@ FRESH_SETS = {"fresh": (FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (FRESH2_SETTINGS
               "fresh3": (FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": (FRESH4_SETTINGS, FRESH4_SEEDS),
               "fresh5": (FRESH5_SETTINGS, FRESH5_SEEDS),
               "fresh6": (FRESH6_SETTINGS, FRESH6_SEEDS)}
+
+
+def variant_spec(row):
+    """The --variant argument of a row: kind, then its shape parameters (if any) and seed."""
+    if row["variant"] == "none":
+        return "none"
+    params = row["params"] + "," if row.get("params") else ""
+    return f"{row['variant']}:{params}seed={row['seed']}"
+
+
+def variant_label(row):
+    return row["variant"] + (f" {row['params']}" if row.get("params") else "")
 
 
 def rows(which):
@@ -136,9 +149,7 @@ def rows(which):
 
 def run_row(binary, row, tune, prefix_aware=False):
     path, config = TRACES[row["trace"]]
-    params = row["params"] + "," if row.get("params") else ""
-    variant = row["variant"] if row["variant"] == "none" else f"{row['variant']}:{params}seed={row['seed']}"
-    cmd = [binary, "--trace", path, "--config", os.path.join(ROOT, config), "--variant", variant,
+    cmd = [binary, "--trace", path, "--config", os.path.join(ROOT, config), "--variant", variant_spec(row),
            "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--baselines", "--json",
            "--no-progress", "--threads", "1", "--replicas-max", "128"]
     if prefix_aware and row["trace"] in PREFIX_TRACES:
@@ -178,8 +189,7 @@ def table(results):
         st, tg, opt = p["static"], p["tidegate"], p["optimum"]
         n = st["policy"].split("=")[1].split(")")[0] if "=" in st["policy"] else "?"
         th = r["summary"].get("tuned_held_back")
-        variant = r["variant"] + (f" {r['params']}" if r.get("params") else "") + \
-            (f" (seed {r['seed']})" if r["seed"] != 1 else "")
+        variant = variant_label(r) + (f" (seed {r['seed']})" if r["seed"] != 1 else "")
         lines.append(
             f"| {r['trace']} | {variant} | {r['load']} | {r['cold']} | {n}{'' if st['meets_slo'] else ' (none meets)'} | "
             f"{fmt_ratio(opt['gpu_hours_vs_static'] if opt else None)} | {tg['ttft_slo_attainment']*100:.2f} | "
@@ -231,7 +241,7 @@ def verdict(results):
             t = policy_rows(r)["tidegate"]
             cut = t.get("gpu_hours_unready_at_end", 0.0)
             in_time = gpu_hours_in_time(t) / policy_rows(r)["static"]["gpu_hours"]
-            lines.append(f"  - {label}: {r['trace']} {r['variant']}{' ' + r['params'] if r.get('params') else ''} seed {r['seed']} load {r['load']} cold {r['cold']}: "
+            lines.append(f"  - {label}: {r['trace']} {variant_label(r)} seed {r['seed']} load {r['load']} cold {r['cold']}: "
                          f"{t['ttft_slo_attainment']*100:.2f}%, {t['gpu_hours_vs_static']:.4f}x static" +
                          (f" ({in_time:.4f}x without {cut:.3f} GPU-h of cold starts the trace ended before)"
                           if cut > 0 else ""))
