@@ -259,6 +259,15 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
                  ": holding " + (fade < 1 ? num(fade * 100, 0) + "% of " : std::string()) + "the starting " +
                  std::to_string(st.initial_capacity) + " as a possible burst for " + num(memory - age, 0) + "s more";
 
+  // The rules below hold the plan at `keep` active replicas, fewer than it asks for: each starts
+  // nothing on weaker evidence than its own. What is not started leaves the plan's total too.
+  auto start_only = [&](int keep, const char* code, const std::string& why) {
+    floors += "; not starting " + std::to_string(active - keep) + ": " + why;
+    cum -= active - keep;
+    active = keep;
+    out.reason_code = code;
+  };
+
   // Under bursty demand the held plan already covers the bursts seen; going beyond it while the
   // measured attainment meets the SLO buys nothing the users notice (the miss budget is there to
   // absorb a burst's first seconds) and costs a cold start and a stabilisation window.
@@ -267,13 +276,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const double a = *out.view.attainment;
     return num(a * 100, 2) + "%" + (a < cfg.slo.attainment ? ", short by no more than chance" : "");
   };
-  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment && !short_of_target) {
-    floors += "; not starting " + std::to_string(active - held_now) + ": bursty demand, the held " +
-              std::to_string(held_now) + " meet the SLO (" + measured_text() + ")";
-    cum -= active - held_now;
-    active = held_now;
-    out.reason_code = "slo_met";
-  }
+  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment && !short_of_target)
+    start_only(held_now, "slo_met", "bursty demand, the held " + std::to_string(held_now) + " meet the SLO (" +
+                                        measured_text() + ")");
 
   // While it learns, the policy trusts the starting fleet both ways as long as the fleet is
   // measured to meet the SLO: it does not release it (the prior above), and does not grow past
@@ -286,12 +291,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const int keep = std::max(held_now, base_hard);
     const bool measured_ok = out.view.attainment && !short_of_target;
     if (prior && age < learn && measured_ok && active > keep && held_now >= st.initial_capacity && headroom <= 1) {
-      floors += "; not starting " + std::to_string(active - keep) + ": learning, the starting " +
-                std::to_string(st.initial_capacity) + " meet the SLO (" + measured_text() + ")" +
-                (keep > held_now ? "; starting " + std::to_string(keep - held_now) + " for what binds now" : "");
-      cum -= active - keep;
-      active = keep;
-      out.reason_code = "learning";
+      start_only(keep, "learning",
+                 "learning, the starting " + std::to_string(st.initial_capacity) + " meet the SLO (" + measured_text() +
+                     ")" + (keep > held_now ? "; starting " + std::to_string(keep - held_now) + " for what binds now" : ""));
     }
   }
 
@@ -310,12 +312,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const int serves = std::max(base_hard, for_load(load_less_noise));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
-    floors += "; not starting " + std::to_string(active - keep) + ": smooth demand, the held " +
-              std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +
-              (base > keep ? " and serve the load less its noise (" + num(load_less_noise) + ")" : std::string());
-    cum -= active - keep;
-    active = keep;
-    out.reason_code = "slo_met";
+    start_only(keep, "slo_met",
+               "smooth demand, the held " + std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +
+                   (base > keep ? " and serve the load less its noise (" + num(load_less_noise) + ")" : std::string()));
   }
 
   // A replica started now serves from a cold start on. Inside a burst that every burst seen
@@ -325,12 +324,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const auto ep = episodes(series, burst_level);
     if (ep.longest_done > 0 && ep.current_age >= 0 && ep.current_age <= ep.longest_done &&
         ep.current_age + cold_start_s > ep.longest_done) {
-      floors += "; not starting " + std::to_string(active - held_now) + ": bursts seen last at most " +
-                num(ep.longest_done, 0) + "s, this one " + num(ep.current_age, 0) + "s, a start takes " +
-                num(cold_start_s, 0) + "s";
-      cum -= active - held_now;
-      active = held_now;
-      out.reason_code = "burst_ends_first";
+      start_only(held_now, "burst_ends_first",
+                 "bursts seen last at most " + num(ep.longest_done, 0) + "s, this one " + num(ep.current_age, 0) +
+                     "s, a start takes " + num(cold_start_s, 0) + "s");
     }
   }
 
