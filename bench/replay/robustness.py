@@ -86,7 +86,7 @@ SHAPES_VARIANTS = [("onoff", "on_min=20,on_max=45,gap_min=120,gap_max=300"),
                    ("mmpp", "high=60,low=300,ratio=10"),
                    ("wave", "period=600,amplitude=0.8")]
 SHAPES_SETTINGS = [(0.6, 30), (1, 60), (2, 120)]
-SHAPES_SEED = 21
+SHAPES_SEEDS = (21,)
 # `shapes2`: more shapes no row used, defined 2026-12-06 before any run of it, to judge a change
 # that `shapes` led to (a slot's hold counts decode slowed by the prefill each replica carries;
 # it passed with no row changed and was not kept: bench/RESULTS.md, "Shapes no row had").
@@ -98,13 +98,14 @@ SHAPES2_VARIANTS = [("onoff", "on_min=10,on_max=30,gap_min=60,gap_max=180"),
                     ("mmpp", "high=90,low=600,ratio=8"),
                     ("wave", "period=900,amplitude=0.7")]
 SHAPES2_SETTINGS = [(0.8, 45), (1.5, 90), (3, 30)]
-SHAPES2_SEED = 23
-SHAPE_SETS = {"shapes": (SHAPES_VARIANTS, SHAPES_SETTINGS, SHAPES_SEED),
-              "shapes2": (SHAPES2_VARIANTS, SHAPES2_SETTINGS, SHAPES2_SEED)}
-FRESH_SETS = {"fresh": (FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (FRESH2_SETTINGS, FRESH2_SEEDS),
-              "fresh3": (FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": (FRESH4_SETTINGS, FRESH4_SEEDS),
-              "fresh5": (FRESH5_SETTINGS, FRESH5_SEEDS),
-              "fresh6": (FRESH6_SETTINGS, FRESH6_SEEDS)}
+SHAPES2_SEEDS = (23,)
+# Row sets made as a grid: (variants as (kind, shape parameters), settings, seeds).
+_FRESH = [(v, "") for v in FRESH_VARIANTS]
+GRID_SETS = {"fresh": (_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (_FRESH, FRESH2_SETTINGS, FRESH2_SEEDS),
+             "fresh3": (_FRESH, FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": (_FRESH, FRESH4_SETTINGS, FRESH4_SEEDS),
+             "fresh5": (_FRESH, FRESH5_SETTINGS, FRESH5_SEEDS), "fresh6": (_FRESH, FRESH6_SETTINGS, FRESH6_SEEDS),
+             "shapes": (SHAPES_VARIANTS, SHAPES_SETTINGS, SHAPES_SEEDS),
+             "shapes2": (SHAPES2_VARIANTS, SHAPES2_SETTINGS, SHAPES2_SEEDS)}
 
 
 def variant_spec(row):
@@ -121,20 +122,14 @@ def variant_label(row):
 
 def rows(which):
     out = []
-    if which in SHAPE_SETS:
-        variants, settings, seed = SHAPE_SETS[which]
+    if which in GRID_SETS:
+        variants, settings, seeds = GRID_SETS[which]
         for trace in TRACES:
             for v, params in variants:
-                for lf, cs in settings:
-                    out.append({"trace": trace, "variant": v, "params": params, "load": lf, "cold": cs, "seed": seed})
-        return out
-    if which in FRESH_SETS:
-        settings, seeds = FRESH_SETS[which]
-        for trace in TRACES:
-            for v in FRESH_VARIANTS:
                 for seed in ((1,) if v == "none" else seeds):
                     for lf, cs in settings:
-                        out.append({"trace": trace, "variant": v, "load": lf, "cold": cs, "seed": seed})
+                        shape = {"params": params} if params else {}
+                        out.append({"trace": trace, "variant": v, **shape, "load": lf, "cold": cs, "seed": seed})
         return out
     for trace in TRACES:
         variants = {"dev": DEV_VARIANTS, "heldout": HELDOUT_VARIANTS, "all": DEV_VARIANTS + HELDOUT_VARIANTS}[which]
@@ -298,7 +293,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "tidegate-replay"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--rows", choices=["dev", "heldout", "all", *FRESH_SETS, *SHAPE_SETS], default="all")
+    ap.add_argument("--rows", choices=["dev", "heldout", "all", *GRID_SETS], default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "robustness"))
     ap.add_argument("--no-tune", action="store_true")
     ap.add_argument("--prefix-aware", action="store_true",

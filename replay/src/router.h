@@ -32,7 +32,6 @@ class Router final {
   Router(const ReplayOptions& options, std::int32_t block_tokens)
       : balancer_(options.balancer), prefix_aware_(options.prefix_aware), ideal_cache_(block_tokens) {}
 
-
   // Index into `eligible` (not empty). least_outstanding and ideal: the first with the fewest in
   // flight; round_robin: in turn; prefix_aware: routing::choose_prefix_aware, the gateway's code.
   std::size_t pick(const std::vector<Eligible>& eligible, const TraceRequest& req);
