@@ -505,6 +505,11 @@ def trace_seeds():
     a(("blank", "\n\n  \n"))
     a(("unknown format", "hello,world\n"))
     a(("empty", ""))
+    bg = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    a(("burstgpt", bg + "5,ChatGPT,472,18,490,Conversation log\n45,GPT-4,1087,0,1087,API log\n"
+                        "118.5,ChatGPT,417,276,693,Conversation log\n"))
+    a(("burstgpt reordered bad", "Log Type,Timestamp,Request tokens,Response tokens\nx,1e308,1,1\nx,nan,1,1\n"
+                                 "x,3,one,1\nx,2,5\nx,-1,3,3\nx,0,0,0\n"))
     return s
 
 

@@ -9,6 +9,7 @@ first two thirds of the row's trace and reported on the last third, which it nev
 
   bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh|fresh2..fresh6|shapes|shapes2]
                              [--out bench/replay/robustness] [--no-tune] [--render] [--prefix-aware]
+                             [--trace NAME=PATH ... [--trace-config NAME=FILE] [--trace-args NAME=FLAGS]]
 
 Rows: traces x variants x (load factor 0.5/1/2/4 at a 60 s cold start, and cold starts
 30/120/180 s at load 1). `dev` rows (original, onoff, spikes) are the ones the policy was
@@ -18,11 +19,16 @@ replica with the fewest in flight; `--prefix-aware` routes the trace that carrie
 ids (mooncake) by prefix instead, as the gateway does by default, for every policy and baseline.
 The azure trace has no block ids, and prefix-aware routing without them is only another load
 balancer (least loaded of two), so it keeps the configs' routing.
+
+`--trace NAME=PATH` runs the same rows on traces of your own instead (Azure CSV, BurstGPT CSV or
+Mooncake JSONL; `--trace-args NAME='--window-s 0:3600'` slices a long one): the check of the
+default policy on traffic it was not developed on.
 """
 import argparse
 import concurrent.futures as cf
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -35,7 +41,8 @@ TRACES = {
     "azure": (os.path.join(DATA, "azure_conv_2023.csv"), "configs/replay-azure.yaml"),
     "mooncake": (os.path.join(DATA, "mooncake_synthetic.jsonl"), "configs/replay-mooncake-h100.yaml"),
 }
-PREFIX_TRACES = ("mooncake",)  # traces whose rows carry prefix block ids
+PREFIX_TRACES = ["mooncake"]  # traces whose rows carry prefix block ids
+TRACE_ARGS = {}  # extra tidegate-replay flags per trace (--trace-args)
 DEV_VARIANTS = ["none", "onoff", "spikes"]
 HELDOUT_VARIANTS = ["mmpp", "wave"]
 SETTINGS = [(lf, 60) for lf in (0.5, 1, 2, 4)] + [(1, cs) for cs in (30, 120, 180)]
@@ -147,6 +154,7 @@ def run_row(binary, row, tune, prefix_aware=False):
     cmd = [binary, "--trace", path, "--config", os.path.join(ROOT, config), "--variant", variant_spec(row),
            "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--baselines", "--json",
            "--no-progress", "--threads", "1", "--replicas-max", "128"]
+    cmd += TRACE_ARGS.get(row["trace"], [])
     if prefix_aware and row["trace"] in PREFIX_TRACES:
         cmd += ["--balancer", "prefix_aware"]
     if tune:
@@ -299,7 +307,16 @@ def main():
     ap.add_argument("--prefix-aware", action="store_true",
                     help="route the traces with prefix block ids by prefix (the gateway's default balancer)")
     ap.add_argument("--render", action="store_true", help="rewrite table.md and ratios.svg from OUT/rows.jsonl")
+    ap.add_argument("--trace", action="append", default=[], metavar="NAME=PATH",
+                    help="run the rows on this trace instead of the shared ones (repeatable; any format "
+                         "tidegate-replay reads). Config: configs/replay-mooncake-h100.yaml for .jsonl, "
+                         "configs/replay-azure.yaml otherwise, unless --trace-config names one")
+    ap.add_argument("--trace-config", action="append", default=[], metavar="NAME=FILE")
+    ap.add_argument("--trace-args", action="append", default=[], metavar="NAME=FLAGS",
+                    help="extra tidegate-replay flags for a trace, e.g. 'burst=--window-s 0:3600 --trace-model GPT-4'")
     args = ap.parse_args()
+    if args.trace:
+        use_traces(args.trace, args.trace_config, args.trace_args)
     if args.render:
         with open(os.path.join(args.out, "rows.jsonl")) as f:
             return write_report([json.loads(line) for line in f], args.out)
@@ -319,6 +336,36 @@ def main():
         for r in results:
             f.write(json.dumps(r) + "\n")
     return write_report(results, args.out)
+
+
+def named(items, flag):
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name or not value:
+            sys.exit(f"robustness: {flag} expects NAME=VALUE, got {item!r}")
+        out[name] = value
+    return out
+
+
+def use_traces(traces, configs, extra):
+    """Replaces the shared traces by the user's: the same rows, on traffic of their own."""
+    paths, cfgs, flags = named(traces, "--trace"), named(configs, "--trace-config"), named(extra, "--trace-args")
+    for name in list(cfgs) + list(flags):
+        if name not in paths:
+            sys.exit(f"robustness: {name!r} names no --trace")
+    for name, path in paths.items():
+        if not os.path.exists(path):
+            sys.exit(f"robustness: --trace {name}={path}: no such file")
+    TRACES.clear()
+    PREFIX_TRACES.clear()
+    for name, path in paths.items():
+        jsonl = path.endswith(".jsonl")
+        default = "configs/replay-mooncake-h100.yaml" if jsonl else "configs/replay-azure.yaml"
+        TRACES[name] = (os.path.abspath(path), os.path.abspath(cfgs.get(name, os.path.join(ROOT, default))))
+        if jsonl:
+            PREFIX_TRACES.append(name)
+        TRACE_ARGS[name] = shlex.split(flags.get(name, ""))
 
 
 def write_report(results, out):

@@ -1,5 +1,5 @@
-// The replay tool's trace readers (replay/src/trace.cc): the Azure LLM inference CSV and the
-// Mooncake JSONL, through parse_trace_text (parse_trace_file only reads the file into it).
+// The replay tool's trace readers (replay/src/trace*.cc): the Azure LLM inference CSV, BurstGPT's
+// CSV and the Mooncake JSONL, through parse_trace_text (parse_trace_file only reads the file into it).
 // Each input is parsed with the format detected and with each format forced, skipping bad rows
 // and failing on them. Only TraceError may escape a parse (std::invalid_argument is reserved for
 // a bad load factor, which the options here never are); any other exception aborts.
@@ -42,7 +42,10 @@ void check(const Trace& t, const ParseOptions& o, const std::string& text) {
   FUZZ_CHECK(with_blocks <= t.requests_with_blocks, "requests with blocks", text);
   FUZZ_CHECK(t.block_count_mismatch_rows <= t.requests_with_blocks, "block count mismatches", text);
   FUZZ_CHECK(t.block_tokens == (t.requests_with_blocks ? o.block_tokens : 0), "block_tokens", text);
-  FUZZ_CHECK(t.format == TraceFormat::kAzure || t.format == TraceFormat::kMooncake, "format", text);
+  FUZZ_CHECK(t.format == TraceFormat::kAzure || t.format == TraceFormat::kMooncake || t.format == TraceFormat::kBurstGpt,
+             "format", text);
+  FUZZ_CHECK(t.duration_s() * o.load_factor <= o.window_to_s - o.window_from_s + 1e-6 * (1 + o.window_to_s),
+             "requests beyond the window", text);
   if (o.on_bad_row == BadRowPolicy::kFail) FUZZ_CHECK(t.bad_row_count == 0, "kFail trace has bad rows", text);
 }
 
@@ -63,13 +66,16 @@ bool same(const Trace& a, const Trace& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  // The last byte picks the load factor and block size, so the rest reads as a trace.
+  // The last byte picks the load factor, block size, a window and a model, so the rest reads as
+  // a trace.
   const std::uint8_t knob = size ? data[size - 1] : 0;
   ParseOptions o;
   o.load_factor = (knob & 3) == 0 ? 1.0 : (knob & 3) == 1 ? 2.5 : (knob & 3) == 2 ? 0.001 : 1000.0;
   o.block_tokens = (knob & 4) ? 16 : 512;
+  if (knob & 8) o.window_from_s = 1, o.window_to_s = 100;
+  if (knob & 16) o.model = "GPT-4";
 
-  for (const auto format : {TraceFormat::kAuto, TraceFormat::kAzure, TraceFormat::kMooncake}) {
+  for (const auto format : {TraceFormat::kAuto, TraceFormat::kAzure, TraceFormat::kMooncake, TraceFormat::kBurstGpt}) {
     o.format = format;
     o.on_bad_row = BadRowPolicy::kSkip;
     o.on_unsorted = UnsortedPolicy::kSort;

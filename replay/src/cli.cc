@@ -44,7 +44,10 @@ std::vector<T> list(const std::string& flag, const std::string& text, double lo,
 
 std::string usage() {
   return "usage: tidegate-replay --trace FILE [options]\n"
-         "  --format azure|mooncake|auto   trace format (default: detected from the content)\n"
+         "  --format azure|burstgpt|mooncake|auto  trace format (default: detected from the content)\n"
+         "  --window-s FROM:TO             replay only the trace's requests from FROM to TO seconds after its\n"
+         "                                 first (TO may be empty: to the end), before --load-factor\n"
+         "  --trace-model NAME             replay only this model's rows (BurstGPT's Model: ChatGPT, GPT-4)\n"
          "  --config FILE                  YAML with replay: (profile, slo, replicas, baselines) and policy:\n"
          "  --replicas-min N  --replicas-max N\n"
          "  --initial-replicas N|auto      fleet at t=0 (auto: the cheapest static fleet, found first)\n"
@@ -83,7 +86,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
                                 "--no-optimum"};
   static const char* kValued[] = {"--trace", "--format", "--config", "--replicas-min", "--replicas-max",
                                   "--initial-replicas", "--balancer", "--prefix-load-bound", "--warmup-s", "--cold-start-s", "--slo-ttft-ms", "--slo-e2e-ms", "--slo-attainment",
-                                  "--load-factor", "--variant", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
+                                  "--load-factor", "--window-s", "--trace-model", "--variant", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
                                   "--threads", "--tune-headroom", "--tune-burst-memory", "--tune-noise-z",
                                   "--tune-scale-down", "--tune-warm-pool", "--tune-share"};
   for (int i = 1; i < argc; ++i) {
@@ -152,6 +155,18 @@ CliArgs parse_cli(int argc, const char* const* argv) {
   if (auto v = get("--slo-e2e-ms")) o.slo.e2e_s = number("--slo-e2e-ms", *v, 1, 8.64e7) / 1000;
   if (auto v = get("--slo-attainment")) o.slo.attainment = number("--slo-attainment", *v, 0.01, 1);
   if (auto v = get("--load-factor")) a.load_factor = number("--load-factor", *v, 0.001, 1000);
+  if (auto v = get("--window-s")) {
+    const auto colon = v->find(':');
+    if (colon == std::string::npos) throw CliError("--window-s: expected FROM:TO in seconds, got '" + *v + "'");
+    a.window_from_s = number("--window-s", v->substr(0, colon), 0, 1e12);
+    if (colon + 1 < v->size()) a.window_to_s = number("--window-s", v->substr(colon + 1), 0, 1e12);
+    if (!(a.window_to_s > a.window_from_s))
+      throw CliError("--window-s: TO must be after FROM, got '" + *v + "'");
+  }
+  if (auto v = get("--trace-model")) {
+    if (v->empty()) throw CliError("--trace-model: empty model name");
+    a.trace_model = *v;
+  }
   if (auto v = get("--variant")) {
     try {
       parse_variant(*v);

@@ -53,6 +53,12 @@ void report_trace(const tr::Trace& trace, const tr::CliArgs& args) {
   if (trace.out_of_order_rows)
     std::fprintf(stderr, "warning: %zu rows out of timestamp order (first at line %zu); sorted by arrival\n",
                  trace.out_of_order_rows, trace.first_out_of_order_line);
+  if (trace.outside_window_rows)
+    std::fprintf(stderr, "window: %zu rows outside [%g, %g) s not replayed\n", trace.outside_window_rows,
+                 args.window_from_s, args.window_to_s);
+  if (trace.other_model_rows)
+    std::fprintf(stderr, "model %s: %zu rows of other models not replayed\n", args.trace_model.c_str(),
+                 trace.other_model_rows);
   if (trace.zero_output_rows)
     std::fprintf(stderr, "note: %zu rows with 0 output tokens replayed as 1 token\n", trace.zero_output_rows);
   if (trace.block_tokens == 0)
@@ -184,6 +190,9 @@ int run(const tr::CliArgs& args) {
   po.on_bad_row = args.on_bad_row;
   po.on_unsorted = args.on_unsorted;
   po.load_factor = args.load_factor;
+  po.window_from_s = args.window_from_s;
+  po.window_to_s = args.window_to_s;
+  po.model = args.trace_model;
   const auto trace = tr::make_variant(tr::parse_trace_file(args.trace, po), tr::parse_variant(args.variant));
   report_trace(trace, args);
   warn_about(cfg.options, trace, cfg.tidegate.policy);

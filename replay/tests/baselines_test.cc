@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "synthetic.h"
 #include "tidegate/common/config_error.h"
 #include "tidegate/replay/baselines.h"
@@ -214,6 +216,30 @@ TEST(Cli, RejectsAbsurdParametersWithAMessage) {
   EXPECT_DOUBLE_EQ(a.config.tidegate.policy.cold_start_s, 90);
   EXPECT_EQ(a.variant, "onoff:seed=3");
   EXPECT_EQ(a.grid.headroom, (std::vector<double>{0.9, 1.1}));
+}
+
+TEST(Cli, TraceWindowAndModel) {
+  auto parse = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "tidegate-replay");
+    return parse_cli(static_cast<int>(args.size()), args.data());
+  };
+  const auto a = parse({"--trace", "b.csv", "--window-s", "3600:7200", "--trace-model", "GPT-4", "--format", "burstgpt"});
+  EXPECT_DOUBLE_EQ(a.window_from_s, 3600);
+  EXPECT_DOUBLE_EQ(a.window_to_s, 7200);
+  EXPECT_EQ(a.trace_model, "GPT-4");
+  EXPECT_EQ(a.format, TraceFormat::kBurstGpt);
+  const auto open_end = parse({"--trace", "b.csv", "--window-s", "60:"});
+  EXPECT_DOUBLE_EQ(open_end.window_from_s, 60);
+  EXPECT_TRUE(std::isinf(open_end.window_to_s));
+  for (const char* bad : {"3600", "7200:3600", "5:5", "-1:10", "a:b"}) {
+    try {
+      parse({"--trace", "x", "--window-s", bad});
+      ADD_FAILURE() << bad;
+    } catch (const CliError& e) {
+      EXPECT_NE(std::string(e.what()).find("--window-s"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse({"--trace", "x", "--trace-model", ""}), CliError);
 }
 
 }  // namespace

@@ -56,7 +56,119 @@ TEST(TraceParse, MooncakeAndLoadFactor) {
   EXPECT_EQ(t.requests[1].output_tokens, 7);
 }
 
+TEST(TraceParse, BurstGptColumnsByNameFailuresKept) {
+  // BurstGPT's release order, then an export's (Log Type first); seconds, whole or not.
+  const std::string text =
+      "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+      "5,ChatGPT,472,18,490,Conversation log\n"
+      "45,GPT-4,1087,0,1087,API log\n"
+      "118.5,ChatGPT,417,276,693,Conversation log\n";
+  const auto t = parse_trace_text(text, "b.csv", opts());
+  EXPECT_EQ(t.format, TraceFormat::kBurstGpt);
+  ASSERT_EQ(t.requests.size(), 3u);
+  EXPECT_DOUBLE_EQ(t.requests[1].arrival_s, 40);
+  EXPECT_DOUBLE_EQ(t.requests[2].arrival_s, 113.5);
+  EXPECT_EQ(t.requests[1].prompt_tokens, 1087);
+  EXPECT_EQ(t.requests[1].output_tokens, 1);  // a failed request (0 response tokens) still arrived
+  EXPECT_EQ(t.zero_output_rows, 1u);
+  EXPECT_EQ(t.requests[2].output_tokens, 276);
+  EXPECT_EQ(t.block_tokens, 0);
+
+  const auto reordered = parse_trace_text(
+      "Log Type,Timestamp,Request tokens,Response tokens\nx,10,3,4\nx,ten,3,4\nx,12,3\nx,11,-2,4\nx,13,5,6\n",
+      "e.csv", opts());
+  ASSERT_EQ(reordered.requests.size(), 2u);
+  EXPECT_DOUBLE_EQ(reordered.requests[1].arrival_s, 3);
+  ASSERT_EQ(reordered.bad_row_count, 3u);
+  EXPECT_EQ(reordered.bad_rows[0].line, 3u);
+  EXPECT_NE(reordered.bad_rows[0].reason.find("Timestamp"), std::string::npos);
+  EXPECT_THROW(parse_trace_text("Timestamp,Request tokens\n1,2\n", "h.csv", [] {
+                 auto o = opts();
+                 o.format = TraceFormat::kBurstGpt;
+                 return o;
+               }()),
+               TraceError);
+}
+
+TEST(TraceParse, ModelFilterOnlyWhereThereIsAModelColumn) {
+  const std::string text =
+      "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+      "0,ChatGPT,10,1,11,Conversation log\n"
+      "7,GPT-4,20,2,22,Conversation log\n"
+      "9,ChatGPT,30,3,33,Conversation log\n"
+      "12,GPT-4,40,4,44,API log\n";
+  auto o = opts();
+  o.model = "GPT-4";
+  const auto t = parse_trace_text(text, "b.csv", o);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.other_model_rows, 2u);
+  EXPECT_DOUBLE_EQ(t.requests[0].arrival_s, 0);  // rebased to the model's first request
+  EXPECT_DOUBLE_EQ(t.requests[1].arrival_s, 5);
+  EXPECT_EQ(t.requests[1].prompt_tokens, 40);
+  o.model = "gpt-4";  // names are exact
+  try {
+    parse_trace_text(text, "b.csv", o);
+    FAIL();
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("no requests of model 'gpt-4'"), std::string::npos) << e.what();
+  }
+  o.model = "GPT-4";
+  for (const char* other : {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,1\n",
+                            "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n",
+                            "Timestamp,Request tokens,Response tokens\n0,1,1\n"}) {
+    try {
+      parse_trace_text(other, "o", o);
+      ADD_FAILURE() << other;
+    } catch (const TraceError& e) {
+      EXPECT_NE(std::string(e.what()).find("model 'GPT-4'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(TraceParse, WindowOfTheTracesOwnTimeBeforeTheLoadFactor) {
+  std::string text = "{\"timestamp\": 1000, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1, 2]}\n";
+  for (int s = 2; s <= 10; ++s)
+    text += "{\"timestamp\": " + std::to_string(s * 1000) + ", \"input_length\": " + std::to_string(s) +
+            ", \"output_length\": 1}\n";
+  auto o = opts();
+  o.window_from_s = 2.5;  // trace seconds 2.5 .. 6 after the first request at 1 s: 4, 5, 6 s
+  o.window_to_s = 6;
+  o.load_factor = 2;
+  const auto t = parse_trace_text(text, "m.jsonl", o);
+  ASSERT_EQ(t.requests.size(), 3u);
+  EXPECT_EQ(t.outside_window_rows, 7u);
+  EXPECT_EQ(t.requests[0].prompt_tokens, 4);
+  EXPECT_DOUBLE_EQ(t.requests[0].arrival_s, 0);
+  EXPECT_DOUBLE_EQ(t.requests[2].arrival_s, 1.0);  // 2 s of the trace at twice the rate
+  // Prefix counters are of the requests replayed: the one with ids is outside.
+  EXPECT_EQ(t.requests_with_blocks, 0u);
+  EXPECT_EQ(t.block_tokens, 0);
+  o.window_from_s = 20, o.window_to_s = 30;
+  try {
+    parse_trace_text(text, "m.jsonl", o);
+    FAIL();
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("no requests in the window [20, 30) s"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("span 9 s"), std::string::npos) << e.what();
+  }
+  o.window_from_s = 5, o.window_to_s = 5;
+  EXPECT_THROW(parse_trace_text(text, "m.jsonl", o), std::invalid_argument);
+  o.window_from_s = -1, o.window_to_s = 5;
+  EXPECT_THROW(parse_trace_text(text, "m.jsonl", o), std::invalid_argument);
+}
+
+TEST(TraceParse, ByteOrderMarkBeforeTheHeader) {
+  const auto t = parse_trace_text("\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,5,6\n",
+                                  "bom.csv", opts());
+  EXPECT_EQ(t.format, TraceFormat::kAzure);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].prompt_tokens, 5);
+}
+
 TEST(TraceParse, DetectsFormatOrRefuses) {
+  EXPECT_EQ(detect_format("Timestamp,Model,Request tokens,Response tokens\n"), TraceFormat::kBurstGpt);
+  EXPECT_EQ(trace_format_from_string("burstgpt"), TraceFormat::kBurstGpt);
+  EXPECT_EQ(to_string(TraceFormat::kBurstGpt), "burstgpt");
   EXPECT_EQ(detect_format("\n{\"timestamp\":0}"), TraceFormat::kMooncake);
   EXPECT_EQ(detect_format("TIMESTAMP,ContextTokens,GeneratedTokens\n"), TraceFormat::kAzure);
   EXPECT_EQ(detect_format("time,a,b\n"), TraceFormat::kAuto);

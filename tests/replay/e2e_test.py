@@ -53,11 +53,19 @@ def write_traces(d, n=300):
             ids = [1, 2, 3, 4] + [i * 100 + b for b in range((p + 511) // 512)]
             f.write(json.dumps({"timestamp": int(ts * 1000), "input_length": p + 2048, "output_length": o,
                                 "hash_ids": ids}) + "\n")
-    return azure, moon, shared
+    # BurstGPT: the same requests in seconds from the start, with another model's rows between
+    # them that --trace-model leaves out.
+    burst = os.path.join(d, "small_burstgpt.csv")
+    with open(burst, "w") as f:
+        f.write("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+        for ts, p, o in rows:
+            f.write("%.7f,ChatGPT,%d,%d,%d,Conversation log\n" % (ts, p, o, p + o))
+            f.write("%.7f,GPT-4,%d,0,%d,API log\n" % (ts + 0.01, 4 * p, 4 * p))
+    return azure, moon, shared, burst
 
 
 with tempfile.TemporaryDirectory() as d:
-    azure, moon, shared = write_traces(d)
+    azure, moon, shared, burst = write_traces(d)
     summaries = {}
     for name, path in (("azure", azure), ("mooncake", moon)):
         out = os.path.join(d, "out-" + name)
@@ -88,6 +96,29 @@ with tempfile.TemporaryDirectory() as d:
 
         check("prefix caching is off" in r.stderr if name == "azure" else "block ids" in r.stderr,
               f"{name}: prefix-block note missing: {r.stderr}")
+    # BurstGPT, one model of two: the same requests as the Azure CSV, so the same replay.
+    r = run(["--trace", burst, "--trace-model", "ChatGPT", "--json", "--replicas-max", "8", "--no-progress"])
+    check(r.returncode == 0, f"burstgpt: exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0 and "azure" in summaries:
+        s = json.loads(r.stdout.strip().splitlines()[-1])
+        a = summaries["azure"]
+        check(s["requests"] == 300 and "burstgpt" in r.stderr and "300 rows of other models" in r.stderr,
+              f"burstgpt: {s['requests']} requests; {r.stderr}")
+        check(abs(s["gpu_hours"] - a["gpu_hours"]) < 0.02 * a["gpu_hours"] and
+              abs(s["ttft_slo_attainment"] - a["ttft_slo_attainment"]) < 0.01, f"burstgpt differs: {s} vs {a}")
+    # A window of the trace's own time: only its requests, rebased; an empty one is an error.
+    with open(burst) as f:
+        stamps = [float(line.split(",")[0]) for line in f.readlines()[1:] if ",ChatGPT," in line]
+    want = sum(1 for t in stamps if 20 <= t - stamps[0] < 50)
+    r = run(["--trace", burst, "--trace-model", "ChatGPT", "--window-s", "20:50", "--json", "--replicas-max", "8",
+             "--no-progress"])
+    check(r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1])["requests"] == want and
+          "outside [20, 50) s" in r.stderr, f"window: {r.returncode} {r.stdout[-300:]} {r.stderr}")
+    r = run(["--trace", burst, "--window-s", "5000:6000"])
+    check(r.returncode == 2 and "no requests in the window" in r.stderr, f"empty window: {r.returncode} {r.stderr}")
+    r = run(["--trace", azure, "--trace-model", "GPT-4"])
+    check(r.returncode == 2 and "no model column" in r.stderr, f"model on azure: {r.returncode} {r.stderr}")
+
     # A shared document at the head of every prompt: the engines reuse its KV blocks.
     r = run(["--trace", shared, "--json", "--replicas-max", "8", "--no-progress"])
     check(r.returncode == 0, f"shared: exit {r.returncode}: {r.stderr}")

@@ -1,5 +1,6 @@
 #pragma once
 // Command line of tidegate-replay: flags override the config file, which overrides defaults.
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,9 @@ struct CliArgs {
   BadRowPolicy on_bad_row = BadRowPolicy::kSkip;
   UnsortedPolicy on_unsorted = UnsortedPolicy::kSort;
   double load_factor = 1.0;
+  double window_from_s = 0;  // --window-s FROM:TO, the trace's own seconds from its first request
+  double window_to_s = std::numeric_limits<double>::infinity();
+  std::string trace_model;   // --trace-model: only this model's rows (BurstGPT)
   std::string variant = "none";  // a burstier variant of the trace (variants.h)
   bool json = false;
   bool baselines = false;

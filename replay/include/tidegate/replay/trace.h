@@ -1,8 +1,10 @@
 #pragma once
-// Request traces for replay: the Azure LLM inference trace CSV and the Mooncake JSONL.
+// Request traces for replay: the Azure LLM inference trace CSV, BurstGPT's CSV and the Mooncake
+// JSONL.
 // Parsing is strict by default about what a row means and explicit about what it does with
 // bad input, because a silently dropped row changes the load a policy is judged on.
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -10,7 +12,7 @@
 
 namespace tidegate::replay {
 
-enum class TraceFormat { kAuto, kAzure, kMooncake };
+enum class TraceFormat { kAuto, kAzure, kMooncake, kBurstGpt };
 enum class BadRowPolicy { kSkip, kFail };
 enum class UnsortedPolicy { kSort, kFail };
 
@@ -36,6 +38,8 @@ struct Trace {
   std::size_t out_of_order_rows = 0;        // rows earlier than their predecessor (sorted anyway)
   std::size_t first_out_of_order_line = 0;
   std::size_t zero_output_rows = 0;         // output 0 counted as 1: a request still gets a token
+  std::size_t outside_window_rows = 0;      // valid rows outside ParseOptions' window: not replayed
+  std::size_t other_model_rows = 0;         // valid rows of another model than ParseOptions::model
   // Prefix blocks (Mooncake `hash_ids`): 0 when the trace carries none (prefix caching off).
   std::int32_t block_tokens = 0;
   std::size_t requests_with_blocks = 0;
@@ -57,9 +61,19 @@ struct ParseOptions {
   double load_factor = 1.0;
   // Tokens per `hash_ids` block in Mooncake traces (512 in the FAST'25 release).
   std::int32_t block_tokens = 512;
+  // Only the requests within [window_from_s, window_to_s) of the trace's own time, counted from
+  // its first request and before the load factor, rebased so the first of them is at 0: an
+  // hour out of a trace of weeks (BurstGPT spans months). std::invalid_argument unless
+  // 0 <= from < to; a TraceError when no request falls inside.
+  double window_from_s = 0;
+  double window_to_s = std::numeric_limits<double>::infinity();
+  // Only the rows of this model (BurstGPT's `Model` column: ChatGPT, GPT-4); empty: every row.
+  // A TraceError for a format without a model column.
+  std::string model;
 };
 
-// Thrown for unreadable files, unknown formats, empty traces, and bad rows under kFail.
+// Thrown for unreadable files, unknown formats, empty traces (or windows, or models), and bad
+// rows under kFail.
 class TraceError final : public std::runtime_error {
  public:
   TraceError(std::string file, std::size_t line, const std::string& message);
