@@ -55,6 +55,8 @@ std::string usage() {
          "  --cold-start-s S               replica cold start (default: the profile's, 60)\n"
          "  --slo-ttft-ms X  --slo-e2e-ms Y  --slo-attainment F (default 0.99)\n"
          "  --load-factor F                scale the arrival rate (2 = twice as fast)\n"
+         "  --repeat N                     the trace N times end to end (before --variant): traffic longer than\n"
+         "                                 the policy's hour of memory\n"
          "  --variant SPEC                 replay a burstier variant: onoff, spikes, mmpp, wave, split\n"
          "                                 with key=value parameters, e.g. onoff:gap_min=300,seed=2\n"
          "  --warm-pool N                  Tidegate's warm pool size for the main run\n"
@@ -86,7 +88,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
                                 "--no-optimum"};
   static const char* kValued[] = {"--trace", "--format", "--config", "--replicas-min", "--replicas-max",
                                   "--initial-replicas", "--balancer", "--prefix-load-bound", "--warmup-s", "--cold-start-s", "--slo-ttft-ms", "--slo-e2e-ms", "--slo-attainment",
-                                  "--load-factor", "--window-s", "--trace-model", "--variant", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
+                                  "--load-factor", "--window-s", "--trace-model", "--repeat", "--variant", "--warm-pool", "--on-bad-row", "--on-unsorted", "--out-dir",
                                   "--threads", "--tune-headroom", "--tune-burst-memory", "--tune-noise-z",
                                   "--tune-scale-down", "--tune-warm-pool", "--tune-share"};
   for (int i = 1; i < argc; ++i) {
@@ -167,6 +169,7 @@ CliArgs parse_cli(int argc, const char* const* argv) {
     if (v->empty()) throw CliError("--trace-model: empty model name");
     a.trace_model = *v;
   }
+  if (auto v = get("--repeat")) a.repeat = integer("--repeat", *v, 1, 1000);
   if (auto v = get("--variant")) {
     try {
       parse_variant(*v);

@@ -74,6 +74,7 @@ void report_trace(const tr::Trace& trace, const tr::CliArgs& args) {
   if (trace.block_count_mismatch_rows)
     std::fprintf(stderr, "warning: %zu rows have block ids that do not cover ceil(input_length / %d) blocks\n",
                  trace.block_count_mismatch_rows, trace.block_tokens);
+  if (args.repeat > 1) std::fprintf(stderr, "repeated %d times end to end\n", args.repeat);
   if (args.variant != "none")
     std::fprintf(stderr, "variant %s: %zu requests over %.1f s\n", tr::describe(tr::parse_variant(args.variant)).c_str(),
                  trace.requests.size(), trace.duration_s());
@@ -193,7 +194,8 @@ int run(const tr::CliArgs& args) {
   po.window_from_s = args.window_from_s;
   po.window_to_s = args.window_to_s;
   po.model = args.trace_model;
-  const auto trace = tr::make_variant(tr::parse_trace_file(args.trace, po), tr::parse_variant(args.variant));
+  const auto trace =
+      tr::make_variant(tr::repeat_trace(tr::parse_trace_file(args.trace, po), args.repeat), tr::parse_variant(args.variant));
   report_trace(trace, args);
   warn_about(cfg.options, trace, cfg.tidegate.policy);
 
@@ -221,6 +223,7 @@ int run(const tr::CliArgs& args) {
   auto summary = tr::summary_json(main_run.summary, cfg.options);
   summary["trace"] = args.trace;
   summary["variant"] = tr::describe(tr::parse_variant(args.variant));
+  summary["repeat"] = args.repeat;
   summary["replay_wall_s"] = std::round(wall * 1000) / 1000;
   summary["initial_replicas"] = options.initial_active;
   if (trace.block_tokens > 0) summary["ideal_prefix_cache_hit_rate"] = std::round(tr::ideal_prefix_hit_rate(trace) * 1e4) / 1e4;

@@ -224,4 +224,22 @@ Trace make_variant(const Trace& trace, const VariantSpec& spec) {
   throw std::invalid_argument("unknown variant '" + spec.kind + "'");
 }
 
+Trace repeat_trace(const Trace& trace, int times) {
+  if (times < 1 || times > 1000) throw std::invalid_argument("repeat must be in [1, 1000], got " + std::to_string(times));
+  if (times == 1 || trace.requests.empty()) return trace;
+  const std::size_t n = trace.requests.size();
+  const double period = trace.duration_s() + (n > 1 ? trace.duration_s() / static_cast<double>(n - 1) : 1.0);
+  Trace out = trace;
+  out.requests.reserve(n * static_cast<std::size_t>(times));
+  for (int k = 1; k < times; ++k)
+    for (std::size_t i = 0; i < n; ++i) {
+      TraceRequest r = trace.requests[i];
+      r.arrival_s += period * k;
+      out.requests.push_back(std::move(r));
+    }
+  out.requests_with_blocks = trace.requests_with_blocks * static_cast<std::size_t>(times);
+  out.zero_output_rows = trace.zero_output_rows * static_cast<std::size_t>(times);
+  return out;
+}
+
 }  // namespace tidegate::replay

@@ -240,6 +240,9 @@ TEST(Cli, TraceWindowAndModel) {
     }
   }
   EXPECT_THROW(parse({"--trace", "x", "--trace-model", ""}), CliError);
+  EXPECT_EQ(parse({"--trace", "x", "--repeat", "6"}).repeat, 6);
+  EXPECT_THROW(parse({"--trace", "x", "--repeat", "0"}), CliError);
+  EXPECT_THROW(parse({"--trace", "x", "--repeat", "2.5"}), CliError);
 }
 
 }  // namespace

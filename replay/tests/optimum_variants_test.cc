@@ -229,5 +229,30 @@ TEST(Optimum, SaysSoWhenNothingMeetsTheSlo) {
   for (int n : opt.schedule) EXPECT_LE(n, 2);
 }
 
+TEST(Variants, RepeatPlaysTheTraceEndToEnd) {
+  Trace t;
+  t.format = TraceFormat::kMooncake;
+  for (int i = 0; i < 4; ++i) {
+    TraceRequest r;
+    r.arrival_s = 10.0 * i;  // 0, 10, 20, 30: a mean gap of 10 s
+    r.prompt_tokens = 100 + i;
+    r.output_tokens = 5;
+    if (i == 1) r.blocks = {7, 8};
+    t.requests.push_back(r);
+  }
+  t.requests_with_blocks = 1;
+  const Trace r = repeat_trace(t, 3);
+  ASSERT_EQ(r.requests.size(), 12u);
+  EXPECT_DOUBLE_EQ(r.requests[4].arrival_s, 40);  // one mean gap after the copy before
+  EXPECT_DOUBLE_EQ(r.requests[11].arrival_s, 110);
+  EXPECT_EQ(r.requests[9].prompt_tokens, 101);
+  EXPECT_EQ(r.requests[9].blocks, (std::vector<std::uint64_t>{7, 8}));
+  EXPECT_EQ(r.requests_with_blocks, 3u);
+  for (std::size_t i = 1; i < r.requests.size(); ++i) EXPECT_GT(r.requests[i].arrival_s, r.requests[i - 1].arrival_s);
+  EXPECT_EQ(repeat_trace(t, 1).requests.size(), 4u);
+  EXPECT_THROW(repeat_trace(t, 0), std::invalid_argument);
+  EXPECT_THROW(repeat_trace(t, 1001), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tidegate::replay

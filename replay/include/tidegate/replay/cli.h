@@ -27,6 +27,7 @@ struct CliArgs {
   double window_from_s = 0;  // --window-s FROM:TO, the trace's own seconds from its first request
   double window_to_s = std::numeric_limits<double>::infinity();
   std::string trace_model;   // --trace-model: only this model's rows (BurstGPT)
+  int repeat = 1;                 // --repeat N: the trace N times end to end, before the variant
   std::string variant = "none";  // a burstier variant of the trace (variants.h)
   bool json = false;
   bool baselines = false;

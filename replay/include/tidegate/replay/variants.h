@@ -38,4 +38,10 @@ std::string describe(const VariantSpec& spec);  // the spec with every default f
 // The variant of `trace` (which is not changed). Requests stay sorted, the first at 0.
 Trace make_variant(const Trace& trace, const VariantSpec& spec);
 
+// `trace` played `times` times end to end, each copy one mean gap after the last request of
+// the one before (prefix blocks repeat too): traffic longer than a policy's memories (an hour's
+// burst memory, the SLO window), to see what it does once its starting fleet is no longer held.
+// `times` in [1, 1000]; std::invalid_argument otherwise.
+Trace repeat_trace(const Trace& trace, int times);
+
 }  // namespace tidegate::replay
