@@ -81,7 +81,7 @@ struct PolicyConfig {
   double cold_start_s = 60;         // used when the input does not carry a measured one
   double demand_window_s = 60;      // arrival rates are averaged over this ...
   double demand_short_window_s = 10;  // ... or this, when it is significantly higher
-  double burst_memory_s = 3600;     // demand swings are remembered this long
+  double burst_memory_s = 7200;     // demand swings are remembered this long (twice the SLO window: README)
   double noise_z = 3;               // swings within z standard errors of noise are not bursts
   double learn_s = 0;               // hold the starting capacity in full this long; 0 = half the burst memory
   bool hold_starting_fleet = true;  // the starting fleet counts as a possible burst (learn, then fade)
