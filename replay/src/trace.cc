@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <sstream>
 #include <string_view>
 

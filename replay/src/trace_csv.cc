@@ -59,25 +59,43 @@ double parse_azure_timestamp(const std::string& text) {
 }
 
 namespace detail {
+namespace {
+
+// The records of a CSV trace: `header(line, fields)` for the first non-empty line (it throws a
+// TraceError naming what is missing), then `row(line, fields)` for each later one with as many
+// fields as the header; a row with another count is a bad row. An input without a header is
+// an empty trace.
+template <typename Header, typename Record>
+void for_each_record(const std::string& text, const std::string& name, Collector& c, Header&& header, Record&& row) {
+  std::size_t ncols = 0;
+  for_each_line(text, [&](std::size_t line, std::string_view s) {
+    if (s.empty()) return;
+    const auto f = split_csv(s);
+    if (ncols == 0) {
+      header(line, f);
+      ncols = f.size();
+    } else if (f.size() != ncols) {
+      c.bad(line, "expected " + std::to_string(ncols) + " fields, got " + std::to_string(f.size()));
+    } else {
+      row(line, f);
+    }
+  });
+  if (ncols == 0) throw TraceError(name, 0, "trace is empty (no header, no requests)");
+}
+
+}  // namespace
 
 Trace parse_azure(const std::string& text, const std::string& name, const ParseOptions& opt) {
   if (!opt.model.empty())
     throw TraceError(name, 0, "the Azure trace has no model column to pick model '" + opt.model + "' from");
   Collector c(name, opt, TraceFormat::kAzure);
   int col_t = -1, col_in = -1, col_out = -1;
-  std::size_t ncols = 0;
-  for_each_line(text, [&](std::size_t line, std::string_view s) {
-    if (s.empty()) return;
-    auto f = split_csv(s);
-    if (col_t < 0) {
-      col_t = column(f, "TIMESTAMP"), col_in = column(f, "ContextTokens"), col_out = column(f, "GeneratedTokens");
-      if (col_t < 0 || col_in < 0 || col_out < 0)
-        throw TraceError(name, line, "Azure CSV header must name TIMESTAMP, ContextTokens and GeneratedTokens");
-      ncols = f.size();
-      return;
-    }
-    if (f.size() != ncols)
-      return c.bad(line, "expected " + std::to_string(ncols) + " fields, got " + std::to_string(f.size()));
+  auto header = [&](std::size_t line, const std::vector<std::string_view>& f) {
+    col_t = column(f, "TIMESTAMP"), col_in = column(f, "ContextTokens"), col_out = column(f, "GeneratedTokens");
+    if (col_t < 0 || col_in < 0 || col_out < 0)
+      throw TraceError(name, line, "Azure CSV header must name TIMESTAMP, ContextTokens and GeneratedTokens");
+  };
+  for_each_record(text, name, c, header, [&](std::size_t line, const std::vector<std::string_view>& f) {
     Row row;
     try {
       row.t = parse_azure_timestamp(std::string(f[col_t]));
@@ -88,7 +106,6 @@ Trace parse_azure(const std::string& text, const std::string& name, const ParseO
     if (!parse_int(f[col_out], row.output)) return c.bad(line, "GeneratedTokens is not an integer");
     c.add(line, row);
   });
-  if (col_t < 0) throw TraceError(name, 0, "trace is empty (no header, no requests)");
   return c.finish();
 }
 
@@ -99,22 +116,15 @@ Trace parse_azure(const std::string& text, const std::string& name, const ParseO
 Trace parse_burstgpt(const std::string& text, const std::string& name, const ParseOptions& opt) {
   Collector c(name, opt, TraceFormat::kBurstGpt);
   int col_t = -1, col_in = -1, col_out = -1, col_model = -1;
-  std::size_t ncols = 0;
-  for_each_line(text, [&](std::size_t line, std::string_view s) {
-    if (s.empty()) return;
-    auto f = split_csv(s);
-    if (col_t < 0) {
-      col_t = column(f, "Timestamp"), col_in = column(f, "Request tokens"), col_out = column(f, "Response tokens");
-      col_model = column(f, "Model");
-      if (col_t < 0 || col_in < 0 || col_out < 0)
-        throw TraceError(name, line, "BurstGPT CSV header must name Timestamp, Request tokens and Response tokens");
-      if (!opt.model.empty() && col_model < 0)
-        throw TraceError(name, line, "the header has no Model column to pick model '" + opt.model + "' from");
-      ncols = f.size();
-      return;
-    }
-    if (f.size() != ncols)
-      return c.bad(line, "expected " + std::to_string(ncols) + " fields, got " + std::to_string(f.size()));
+  auto header = [&](std::size_t line, const std::vector<std::string_view>& f) {
+    col_t = column(f, "Timestamp"), col_in = column(f, "Request tokens"), col_out = column(f, "Response tokens");
+    col_model = column(f, "Model");
+    if (col_t < 0 || col_in < 0 || col_out < 0)
+      throw TraceError(name, line, "BurstGPT CSV header must name Timestamp, Request tokens and Response tokens");
+    if (!opt.model.empty() && col_model < 0)
+      throw TraceError(name, line, "the header has no Model column to pick model '" + opt.model + "' from");
+  };
+  for_each_record(text, name, c, header, [&](std::size_t line, const std::vector<std::string_view>& f) {
     if (!opt.model.empty() && f[col_model] != opt.model) return c.other_model();
     Row row;
     if (!parse_number(f[col_t], row.t)) return c.bad(line, "Timestamp is not a number of seconds");
@@ -122,7 +132,6 @@ Trace parse_burstgpt(const std::string& text, const std::string& name, const Par
     if (!parse_int(f[col_out], row.output)) return c.bad(line, "Response tokens is not an integer");
     c.add(line, row);
   });
-  if (col_t < 0) throw TraceError(name, 0, "trace is empty (no header, no requests)");
   return c.finish();
 }
 

@@ -40,11 +40,13 @@ struct Trace {
   std::size_t zero_output_rows = 0;         // output 0 counted as 1: a request still gets a token
   std::size_t outside_window_rows = 0;      // valid rows outside ParseOptions' window: not replayed
   std::size_t other_model_rows = 0;         // valid rows of another model than ParseOptions::model
-  // Prefix blocks (Mooncake `hash_ids`): 0 when the trace carries none (prefix caching off).
+  // Prefix blocks (Mooncake `hash_ids`): 0 when the requests replayed carry none (prefix
+  // caching off). The counts are of the requests replayed (inside the window, of the model).
   std::int32_t block_tokens = 0;
   std::size_t requests_with_blocks = 0;
   // Block ids that also appear after a different prefix or at another position: not a prefix
   // chain. Reuse is only counted for identical prefixes (the chained hash), so these never hit.
+  // Checked over the whole file, in file order.
   std::size_t non_chain_block_ids = 0;
   std::size_t first_non_chain_line = 0;
   // Rows whose ids do not cover ceil(input_length / block_tokens) blocks (fewer: the rest of
