@@ -37,12 +37,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "traces"))
 
+# Each trace: its file, its replica config, whether its rows carry prefix block ids (only those
+# are routed by prefix under --prefix-aware) and extra tidegate-replay flags (--trace-args).
 TRACES = {
-    "azure": (os.path.join(DATA, "azure_conv_2023.csv"), "configs/replay-azure.yaml"),
-    "mooncake": (os.path.join(DATA, "mooncake_synthetic.jsonl"), "configs/replay-mooncake-h100.yaml"),
+    "azure": {"path": os.path.join(DATA, "azure_conv_2023.csv"), "config": "configs/replay-azure.yaml",
+              "prefix": False, "args": []},
+    "mooncake": {"path": os.path.join(DATA, "mooncake_synthetic.jsonl"),
+                 "config": "configs/replay-mooncake-h100.yaml", "prefix": True, "args": []},
 }
-PREFIX_TRACES = ["mooncake"]  # traces whose rows carry prefix block ids
-TRACE_ARGS = {}  # extra tidegate-replay flags per trace (--trace-args)
 DEV_VARIANTS = ["none", "onoff", "spikes"]
 HELDOUT_VARIANTS = ["mmpp", "wave"]
 SETTINGS = [(lf, 60) for lf in (0.5, 1, 2, 4)] + [(1, cs) for cs in (30, 120, 180)]
@@ -173,14 +175,14 @@ def rows(which):
 
 
 def run_row(binary, row, tune, prefix_aware=False):
-    path, config = TRACES[row["trace"]]
-    cmd = [binary, "--trace", path, "--config", os.path.join(ROOT, config), "--variant", variant_spec(row),
+    trace = TRACES[row["trace"]]
+    cmd = [binary, "--trace", trace["path"], "--config", os.path.join(ROOT, trace["config"]), "--variant", variant_spec(row),
            "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--baselines", "--json",
            "--no-progress", "--threads", "1", "--replicas-max", "128"]
-    cmd += TRACE_ARGS.get(row["trace"], [])
+    cmd += trace["args"]
     if row.get("repeat", 1) > 1:
         cmd += ["--repeat", str(row["repeat"])]
-    if prefix_aware and row["trace"] in PREFIX_TRACES:
+    if prefix_aware and trace["prefix"]:
         cmd += ["--balancer", "prefix_aware"]
     if tune:
         cmd += ["--tune"] + TUNE_GRID
@@ -345,7 +347,7 @@ def main():
     if args.render:
         with open(os.path.join(args.out, "rows.jsonl")) as f:
             return write_report([json.loads(line) for line in f], args.out)
-    if not all(os.path.exists(p) for p, _ in TRACES.values()):
+    if not all(os.path.exists(t["path"]) for t in TRACES.values()):
         print(f"robustness: shared traces not found under {DATA}, skipped")
         return 0
     os.makedirs(args.out, exist_ok=True)
@@ -383,14 +385,11 @@ def use_traces(traces, configs, extra):
         if not os.path.exists(path):
             sys.exit(f"robustness: --trace {name}={path}: no such file")
     TRACES.clear()
-    PREFIX_TRACES.clear()
     for name, path in paths.items():
         jsonl = path.endswith(".jsonl")
         default = "configs/replay-mooncake-h100.yaml" if jsonl else "configs/replay-azure.yaml"
-        TRACES[name] = (os.path.abspath(path), os.path.abspath(cfgs.get(name, os.path.join(ROOT, default))))
-        if jsonl:
-            PREFIX_TRACES.append(name)
-        TRACE_ARGS[name] = shlex.split(flags.get(name, ""))
+        TRACES[name] = {"path": os.path.abspath(path), "config": os.path.abspath(cfgs.get(name, os.path.join(ROOT, default))),
+                        "prefix": jsonl, "args": shlex.split(flags.get(name, ""))}
 
 
 def write_report(results, out):

@@ -30,7 +30,7 @@ bool json_number(const boost::json::object& o, const char* key, double& out) {
 
 namespace detail {
 
-Trace parse_mooncake(const std::string& text, const std::string& name, const ParseOptions& opt) {
+Trace parse_mooncake(std::string_view text, const std::string& name, const ParseOptions& opt) {
   if (!opt.model.empty())
     throw TraceError(name, 0, "the Mooncake trace has no model field to pick model '" + opt.model + "' from");
   Collector c(name, opt, TraceFormat::kMooncake);
@@ -128,12 +128,10 @@ Trace parse_trace_text(const std::string& raw, const std::string& name, const Pa
   if (!(options.window_from_s >= 0) || !(options.window_to_s > options.window_from_s))
     throw std::invalid_argument("trace window must be [from, to) with 0 <= from < to, got [" +
                                 std::to_string(options.window_from_s) + ", " + std::to_string(options.window_to_s) + ")");
-  const bool bom = without_bom(raw).size() != raw.size();
-  const std::string stripped = bom ? std::string(without_bom(raw)) : std::string();
-  const std::string& text = bom ? stripped : raw;
+  const std::string_view text = without_bom(raw);
   TraceFormat format = options.format;
   if (format == TraceFormat::kAuto) {
-    format = detect_format(text);
+    format = detect_format(raw);
     if (format == TraceFormat::kAuto) {
       if (trim(text).empty()) throw TraceError(name, 0, "trace is empty (no requests)");
       throw TraceError(name, 1,

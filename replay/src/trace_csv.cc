@@ -66,7 +66,7 @@ namespace {
 // fields as the header; a row with another count is a bad row. An input without a header is
 // an empty trace.
 template <typename Header, typename Record>
-void for_each_record(const std::string& text, const std::string& name, Collector& c, Header&& header, Record&& row) {
+void for_each_record(std::string_view text, const std::string& name, Collector& c, Header&& header, Record&& row) {
   std::size_t ncols = 0;
   for_each_line(text, [&](std::size_t line, std::string_view s) {
     if (s.empty()) return;
@@ -85,7 +85,7 @@ void for_each_record(const std::string& text, const std::string& name, Collector
 
 }  // namespace
 
-Trace parse_azure(const std::string& text, const std::string& name, const ParseOptions& opt) {
+Trace parse_azure(std::string_view text, const std::string& name, const ParseOptions& opt) {
   if (!opt.model.empty())
     throw TraceError(name, 0, "the Azure trace has no model column to pick model '" + opt.model + "' from");
   Collector c(name, opt, TraceFormat::kAzure);
@@ -113,7 +113,7 @@ Trace parse_azure(const std::string& text, const std::string& name, const ParseO
 // (ChatGPT or GPT-4), `Request tokens`, `Response tokens`, `Total tokens`, `Log Type`. A
 // failed request has 0 response tokens: it still arrived and was prefilled, so it is replayed
 // (as one output token, counted like any zero-output row).
-Trace parse_burstgpt(const std::string& text, const std::string& name, const ParseOptions& opt) {
+Trace parse_burstgpt(std::string_view text, const std::string& name, const ParseOptions& opt) {
   Collector c(name, opt, TraceFormat::kBurstGpt);
   int col_t = -1, col_in = -1, col_out = -1, col_model = -1;
   auto header = [&](std::size_t line, const std::vector<std::string_view>& f) {

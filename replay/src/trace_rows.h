@@ -18,13 +18,13 @@ bool parse_number(std::string_view s, double& out);  // finite decimal or expone
 std::vector<std::string_view> split_csv(std::string_view line);
 
 template <typename Fn>
-void for_each_line(const std::string& text, Fn&& fn) {
+void for_each_line(std::string_view text, Fn&& fn) {
   std::size_t line = 0, pos = 0;
   while (pos < text.size()) {
     std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
+    if (end == std::string_view::npos) end = text.size();
     ++line;
-    fn(line, trim(std::string_view(text).substr(pos, end - pos)));
+    fn(line, trim(text.substr(pos, end - pos)));
     pos = end + 1;
   }
 }
@@ -61,8 +61,8 @@ class Collector final {
 };
 
 // The readers, one per format; parse_trace_text picks one.
-Trace parse_azure(const std::string& text, const std::string& name, const ParseOptions& opt);
-Trace parse_burstgpt(const std::string& text, const std::string& name, const ParseOptions& opt);
-Trace parse_mooncake(const std::string& text, const std::string& name, const ParseOptions& opt);
+Trace parse_azure(std::string_view text, const std::string& name, const ParseOptions& opt);
+Trace parse_burstgpt(std::string_view text, const std::string& name, const ParseOptions& opt);
+Trace parse_mooncake(std::string_view text, const std::string& name, const ParseOptions& opt);
 
 }  // namespace tidegate::replay::detail
