@@ -131,6 +131,19 @@ Service prefill_service(const ReplicaCapacity& cap, double h, double m1, const s
   return out;
 }
 
+double rise_since(const std::deque<PolicyState::LoadSample>& samples, double t, double ago_s, double load,
+                  double noise, double z) {
+  const PolicyState::LoadSample* then = nullptr;
+  for (auto it = samples.rbegin(); it != samples.rend(); ++it)
+    if (it->t <= t - ago_s) {
+      then = &*it;
+      break;
+    }
+  if (!then) return 0;
+  const double rise = load - then->load;
+  return rise > z * std::hypot(noise, then->noise) ? rise : 0;
+}
+
 double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z) {
   // Sliding-window max of (load - z noise) and min of (load + z noise), monotone deques: O(n).
   auto hi = [&](std::size_t i) { return samples[i].load - z * samples[i].noise; };
