@@ -131,17 +131,21 @@ Service prefill_service(const ReplicaCapacity& cap, double h, double m1, const s
   return out;
 }
 
-double rise_since(const std::deque<PolicyState::LoadSample>& samples, double t, double ago_s, double load,
-                  double noise, double z) {
-  const PolicyState::LoadSample* then = nullptr;
-  for (auto it = samples.rbegin(); it != samples.rend(); ++it)
-    if (it->t <= t - ago_s) {
-      then = &*it;
-      break;
-    }
-  if (!then) return 0;
-  const double rise = load - then->load;
-  return rise > z * std::hypot(noise, then->noise) ? rise : 0;
+double climb_per_cold_start(const std::deque<PolicyState::LoadSample>& samples, double t, double cold_start_s,
+                            double load, double noise, double z) {
+  double climb = 0;
+  for (int spans = 1; spans <= 4; spans *= 2) {
+    const PolicyState::LoadSample* then = nullptr;
+    for (auto it = samples.rbegin(); it != samples.rend(); ++it)
+      if (it->t <= t - spans * cold_start_s) {
+        then = &*it;
+        break;
+      }
+    if (!then) break;
+    const double rise = load - then->load;
+    if (rise > z * std::hypot(noise, then->noise)) climb = std::max(climb, rise / spans);
+  }
+  return climb;
 }
 
 double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z) {

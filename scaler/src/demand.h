@@ -104,11 +104,12 @@ LoadNow load_now(const PolicyConfig& config, PolicyState& state, const Signals& 
 // max over windows of (max of load - z noise) - (min of load + z noise); 0 when none.
 double largest_swing(const std::deque<PolicyState::LoadSample>& samples, double horizon_s, double z);
 
-// How far the load has climbed since `ago_s` before `t` (the last sample of the history at or
-// before then, against `load` now), when noise does not explain it: the climb exceeds z standard
-// errors of the difference of the two loads. 0 when it does not, or the history is shorter.
-double rise_since(const std::deque<PolicyState::LoadSample>& samples, double t, double ago_s, double load,
-                  double noise, double z);
+// How far the load climbs in one cold start, when noise does not explain the climb: `load` now
+// against the history's level 1, 2 and 4 cold starts before `t`, a rise counting when it exceeds
+// z standard errors of the difference of the two loads (a slow ramp clears the noise only over a
+// longer span), as the largest rise per cold start. 0 when none does, or the history is shorter.
+double climb_per_cold_start(const std::deque<PolicyState::LoadSample>& samples, double t, double cold_start_s,
+                            double load, double noise, double z);
 
 // Tiers the plan may use, sorted by promotion time: faster than a cold start, cheaper than
 // an active replica and than every faster tier. Indices into config.tiers.

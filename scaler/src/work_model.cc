@@ -306,20 +306,21 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // above the edge, and what binds now (KV, slots, a backlog), still start what they need.
   // With a standby tier the plan's margin sleeps there and a wake takes seconds, not a cold
   // start; this rule is not for it (and would keep the starting fleet's standby asleep).
-  // Noise does not keep climbing: a load that rose over the last cold start by more than noise
+  // Noise does not keep climbing: a load that rose over the last cold starts by more than noise
   // explains is a trend (a daily or hourly ramp), and the measurement vouches only for the load
   // it was earned at. Replicas started now arrive a cold start from now, when a climb that goes
-  // on has added as much again, so the rule holds the fleet no lower than that load needs.
+  // on has added another cold start's rise, so the rule holds the fleet no lower than that load
+  // needs.
   const bool vouched =
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
-  const double rise = rise_since(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
+  const double rise = climb_per_cold_start(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
   const double load_less_noise = std::max(0.0, d_now - cfg.noise_z * noise) * headroom;
   const double load_held_for = rise > 0 ? (d_now + rise) * headroom : load_less_noise;
   const int serves = std::max(base_hard, for_load(load_held_for));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
-    const std::string why = rise > 0 ? " and serve the load a cold start on if its climb goes on (" + num(d_now) +
-                                           " + " + num(rise) + ")"
+    const std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +
+                                           " for the " + num(d_now + rise) + " it reaches by then"
                                      : " and serve the load less its noise (" + num(load_less_noise) + ")";
     start_only(keep, "slo_met",
                "smooth demand, the held " + std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +

@@ -106,8 +106,14 @@ TEST(SmoothDemand, AClimbIsNotTakenForNoise) {
   const auto d = ramp_at(0.1, 690);
   EXPECT_GE(d.desired, 4) << d.reason;
   EXPECT_EQ(d.reason.find("serve the load less its noise"), std::string::npos) << d.reason;
-  // The same level reached slowly (a climb of 0.6 req/s a minute, within noise over a cold
-  // start) is held at 3 as before.
+  // A slower climb (1.5 req/s a minute) rises by less than noise within one cold start, but not
+  // within four: 4.5 minutes in (2.6 replicas of load), the held 3 are not enough for it either.
+  const auto slower = ramp_at(0.025, 870);
+  EXPECT_GE(slower.desired, 4) << slower.reason;
+  EXPECT_EQ(slower.reason.find("serve the load less its noise"), std::string::npos) << slower.reason;
+  EXPECT_EQ(slower.reason.find("smooth demand"), std::string::npos) << slower.reason;
+  // The same level reached slowly (a climb of 0.6 req/s a minute, within noise over four cold
+  // starts) is held at 3 as before.
   const auto slow = ramp_at(0.01, 1200);
   EXPECT_EQ(slow.desired, 3) << slow.reason;
   EXPECT_NE(slow.reason.find("smooth demand, the held 3 meet the SLO"), std::string::npos) << slow.reason;
