@@ -32,6 +32,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -147,16 +148,25 @@ LONG3_REPEAT = 4
 LONG4_SETTINGS = [(0.8, 100), (2, 50)]
 LONG4_SEEDS = (41,)
 LONG4_REPEAT = 4
-# Row sets made as a grid: (variants as (kind, shape parameters), settings, seeds).
+# Row sets made as a grid: variants as (kind, shape parameters), settings, seeds, and how many
+# times each row plays its trace end to end.
+class RowSet(NamedTuple):
+    variants: list
+    settings: list
+    seeds: tuple
+    repeat: int = 1
+
+
 _FRESH = [(v, "") for v in FRESH_VARIANTS]
-GRID_SETS = {"fresh": (_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": (_FRESH, FRESH2_SETTINGS, FRESH2_SEEDS),
-             "fresh3": (_FRESH, FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": (_FRESH, FRESH4_SETTINGS, FRESH4_SEEDS),
-             "fresh5": (_FRESH, FRESH5_SETTINGS, FRESH5_SEEDS), "fresh6": (_FRESH, FRESH6_SETTINGS, FRESH6_SEEDS),
-             "shapes": (SHAPES_VARIANTS, SHAPES_SETTINGS, SHAPES_SEEDS),
-             "shapes2": (SHAPES2_VARIANTS, SHAPES2_SETTINGS, SHAPES2_SEEDS),
-             "long": (_FRESH, LONG_SETTINGS, LONG_SEEDS), "long2": (_FRESH, LONG2_SETTINGS, LONG2_SEEDS),
-             "long3": (_FRESH, LONG3_SETTINGS, LONG3_SEEDS), "long4": (_FRESH, LONG4_SETTINGS, LONG4_SEEDS)}
-REPEATS = {"long": LONG_REPEAT, "long2": LONG2_REPEAT, "long3": LONG3_REPEAT, "long4": LONG4_REPEAT}  # row sets whose trace is played several times end to end
+GRID_SETS = {"fresh": RowSet(_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": RowSet(_FRESH, FRESH2_SETTINGS, FRESH2_SEEDS),
+             "fresh3": RowSet(_FRESH, FRESH3_SETTINGS, FRESH3_SEEDS), "fresh4": RowSet(_FRESH, FRESH4_SETTINGS, FRESH4_SEEDS),
+             "fresh5": RowSet(_FRESH, FRESH5_SETTINGS, FRESH5_SEEDS), "fresh6": RowSet(_FRESH, FRESH6_SETTINGS, FRESH6_SEEDS),
+             "shapes": RowSet(SHAPES_VARIANTS, SHAPES_SETTINGS, SHAPES_SEEDS),
+             "shapes2": RowSet(SHAPES2_VARIANTS, SHAPES2_SETTINGS, SHAPES2_SEEDS),
+             "long": RowSet(_FRESH, LONG_SETTINGS, LONG_SEEDS, LONG_REPEAT),
+             "long2": RowSet(_FRESH, LONG2_SETTINGS, LONG2_SEEDS, LONG2_REPEAT),
+             "long3": RowSet(_FRESH, LONG3_SETTINGS, LONG3_SEEDS, LONG3_REPEAT),
+             "long4": RowSet(_FRESH, LONG4_SETTINGS, LONG4_SEEDS, LONG4_REPEAT)}
 
 
 def variant_spec(row):
@@ -175,14 +185,14 @@ def variant_label(row):
 def rows(which):
     out = []
     if which in GRID_SETS:
-        variants, settings, seeds = GRID_SETS[which]
+        rs = GRID_SETS[which]
         for trace in TRACES:
-            for v, params in variants:
-                for seed in ((1,) if v == "none" else seeds):
-                    for lf, cs in settings:
+            for v, params in rs.variants:
+                for seed in ((1,) if v == "none" else rs.seeds):
+                    for lf, cs in rs.settings:
                         shape = {"params": params} if params else {}
-                        if which in REPEATS:
-                            shape["repeat"] = REPEATS[which]
+                        if rs.repeat > 1:
+                            shape["repeat"] = rs.repeat
                         out.append({"trace": trace, "variant": v, **shape, "load": lf, "cold": cs, "seed": seed})
         return out
     for trace in TRACES:

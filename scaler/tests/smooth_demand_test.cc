@@ -22,15 +22,21 @@ PolicyConfig config() {
   return cfg;
 }
 
-// 4 replicas of prefill load for 120 s, then 5.5 for 120 s, and so on: a swing smaller than the
-// usual level, so not bursty. An operator's fleet of 5, in which `met` of the first tokens meet
-// the TTFT. Returns the decision at `at`.
-Decision alternating_at(double met, int at) {
+// The decision at `at` after a second-by-second run of `rate(t)` requests of 1000 tokens on a
+// fleet of `active`, in which `met` of the first tokens meet the TTFT.
+template <class Rate>
+Decision decision_at(int at, Rate rate, int active, double met) {
   const auto cfg = config();
   PolicyState st;
   Decision d;
-  for (int t = 0; t <= at; ++t) d = decide(cfg, st, tick(t, t % 240 < 120 ? 40 : 55, 1000, 5, met));
+  for (int t = 0; t <= at; ++t) d = decide(cfg, st, tick(t, rate(t), 1000, active, met));
   return d;
+}
+
+// 4 replicas of prefill load for 120 s, then 5.5 for 120 s, and so on: a swing smaller than the
+// usual level, so not bursty. An operator's fleet of 5.
+Decision alternating_at(double met, int at) {
+  return decision_at(at, [](int t) { return t % 240 < 120 ? 40.0 : 55.0; }, 5, met);
 }
 
 TEST(SmoothDemand, TheSwingMarginIsNotStartedWhileTheHeldFleetIsMeasuredToMeetTheSlo) {
@@ -88,14 +94,10 @@ TEST(SmoothDemand, ALoadWithinItsNoiseOfTheEdgeStartsOnlyWithoutTheMeasurementsW
   EXPECT_EQ(unproven.desired, 4) << unproven.reason;
 }
 
-// 20 req/s of 1000 tokens on 3 replicas, every first token in time, for 600 s; then a climb of
-// `per_s` req/s each second (a morning ramp). Returns the decision at `at`.
+// 20 req/s on 3 replicas, every first token in time, for 600 s; then a climb of `per_s` req/s
+// each second (a morning ramp).
 Decision ramp_at(double per_s, int at) {
-  const auto cfg = config();
-  PolicyState st;
-  Decision d;
-  for (int t = 0; t <= at; ++t) d = decide(cfg, st, tick(t, 20 + std::max(0, t - 600) * per_s, 1000, 3, 1.0));
-  return d;
+  return decision_at(at, [per_s](int t) { return 20 + std::max(0, t - 600) * per_s; }, 3, 1.0);
 }
 
 TEST(SmoothDemand, AClimbIsNotTakenForNoise) {
