@@ -148,6 +148,19 @@ LONG3_REPEAT = 4
 LONG4_SETTINGS = [(0.8, 100), (2, 50)]
 LONG4_SEEDS = (41,)
 LONG4_REPEAT = 4
+# `long5`: defined 2026-12-06 (at commit 8817637) before any run of it, to judge a change that
+# `long4`'s azure wave row at load 2 leads to (the slots fill faster than the load climbs: a
+# replica carrying more prefill steps more slowly, so each request holds its slot longer; the
+# plan's margin and the climb's hold count the slots a load will fill with the hold scaled by
+# the step rate). Variant seed 51, loads 1.8 and 0.6 at 40 and 120 s cold starts, the trace
+# played 4 times. Criterion, set now, against the policy of 8817637: on `long5` no row meeting
+# the SLO loses it, the misses do not grow in number and the mean ratio to static rises by at
+# most 0.02; on the one-trace sets no row meeting the SLO loses it, the rows at or below the
+# static fleet's GPU-hours fall by at most 2 in number and the worst ratio to static rises by at
+# most 0.01.
+LONG5_SETTINGS = [(1.8, 40), (0.6, 120)]
+LONG5_SEEDS = (51,)
+LONG5_REPEAT = 4
 # Row sets made as a grid: variants as (kind, shape parameters), settings, seeds, and how many
 # times each row plays its trace end to end.
 class RowSet(NamedTuple):
@@ -166,7 +179,8 @@ GRID_SETS = {"fresh": RowSet(_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": Row
              "long": RowSet(_FRESH, LONG_SETTINGS, LONG_SEEDS, LONG_REPEAT),
              "long2": RowSet(_FRESH, LONG2_SETTINGS, LONG2_SEEDS, LONG2_REPEAT),
              "long3": RowSet(_FRESH, LONG3_SETTINGS, LONG3_SEEDS, LONG3_REPEAT),
-             "long4": RowSet(_FRESH, LONG4_SETTINGS, LONG4_SEEDS, LONG4_REPEAT)}
+             "long4": RowSet(_FRESH, LONG4_SETTINGS, LONG4_SEEDS, LONG4_REPEAT),
+             "long5": RowSet(_FRESH, LONG5_SETTINGS, LONG5_SEEDS, LONG5_REPEAT)}
 
 
 def variant_spec(row):
