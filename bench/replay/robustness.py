@@ -161,6 +161,20 @@ LONG4_REPEAT = 4
 LONG5_SETTINGS = [(1.8, 40), (0.6, 120)]
 LONG5_SEEDS = (51,)
 LONG5_REPEAT = 4
+# Judged 2026-12-06: the change met the one-trace part unrun (its long5 run failed first): on
+# long5 17 -> 18 of 20 met, mean ratio 0.999 -> 1.007, but the azure wave row at load 1.8 lost
+# the SLO (99.22 -> 98.90%): the smooth-demand rule cut the slots the margin counted. Not kept as
+# judged; long5 is now tuning data for the next step.
+# `long6`: defined 2026-12-06 (at commit f174f22) before any run of it, to judge that change
+# with the smooth-demand rule keeping the slots the swing margin counts (found on long5's lost
+# wave row). Variant seed 61, loads 1.4 and 2.6 at 70 and 110 s cold starts, the trace played 4
+# times. Criterion, set now, against the policy of 8817637: on `long6` no row meeting the SLO
+# loses it, the misses do not grow in number and the mean ratio to static rises by at most 0.02;
+# on the one-trace sets no row meeting the SLO loses it, the rows at or below the static fleet's
+# GPU-hours fall by at most 2 in number and the worst ratio to static rises by at most 0.01.
+LONG6_SETTINGS = [(1.4, 70), (2.6, 110)]
+LONG6_SEEDS = (61,)
+LONG6_REPEAT = 4
 # Row sets made as a grid: variants as (kind, shape parameters), settings, seeds, and how many
 # times each row plays its trace end to end.
 class RowSet(NamedTuple):
@@ -180,7 +194,8 @@ GRID_SETS = {"fresh": RowSet(_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": Row
              "long2": RowSet(_FRESH, LONG2_SETTINGS, LONG2_SEEDS, LONG2_REPEAT),
              "long3": RowSet(_FRESH, LONG3_SETTINGS, LONG3_SEEDS, LONG3_REPEAT),
              "long4": RowSet(_FRESH, LONG4_SETTINGS, LONG4_SEEDS, LONG4_REPEAT),
-             "long5": RowSet(_FRESH, LONG5_SETTINGS, LONG5_SEEDS, LONG5_REPEAT)}
+             "long5": RowSet(_FRESH, LONG5_SETTINGS, LONG5_SEEDS, LONG5_REPEAT),
+             "long6": RowSet(_FRESH, LONG6_SETTINGS, LONG6_SEEDS, LONG6_REPEAT)}
 
 
 def variant_spec(row):
