@@ -17,7 +17,6 @@ Window window(const std::deque<PolicyState::WorkSample>& work, double since) {
     w.tokens += s.tokens;
     w.in_flight_s += s.in_flight_s;
     w.admitted += s.admitted;
-    if (s.in_flight_steps > 0) w.in_flight_steps += s.in_flight_steps, w.stepped_s += s.in_flight_s;
   }
   return w;
 }
@@ -144,10 +143,8 @@ SlotFill slot_fill(const ReplicaCapacity& cap, double hold_s, double service_s, 
   f.service_s = service_s;
   f.slots_per_replica = batch * cap.in_flight_target;
   f.decode_step_s = cap.decode_step_s + batch * per_seq;
-  // A prefill step carries a request's prompt, up to the token budget (step_s less its batch-1
-  // decode step); a request's prefill takes service_s.
-  const double budget_s = std::max(0.0, cap.step_s - cap.decode_step_s);
-  f.chunk_step_s = f.decode_step_s + std::min(service_s, budget_s);
+  // step_s holds a batch-1 decode step already (budget / rate + decode_step).
+  f.chunk_step_s = std::max(f.decode_step_s, cap.step_s + batch * per_seq);
   f.steps_now = f.steps_per_s(prefill_share_now);
   return f;
 }

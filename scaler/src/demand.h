@@ -18,7 +18,6 @@ inline constexpr double kMaxDemandWindowS = 600;  // the long demand window neve
 struct Window {
   double span = 0, arrivals = 0, tokens = 0;
   double in_flight_s = 0, admitted = 0;
-  double in_flight_steps = 0, stepped_s = 0;  // slot-steps, and the slot-seconds they were counted over
 };
 Window window(const std::deque<PolicyState::WorkSample>& work, double since);
 
@@ -84,9 +83,9 @@ struct Service {
 Service prefill_service(const ReplicaCapacity& capacity, double h, double m1, const std::array<double, 24>& sizes);
 
 // The slots a load will fill. A request holds its slot while it decodes, one token a step, and
-// a replica's steps slow as it carries more prefill: a step with a prompt in it takes that
-// prompt's prefill (up to the token budget's time), a decode-only step a few milliseconds (both
-// at a full batch of the in-flight slots, of sequences `context` tokens long). The hold measured now is for the prefill
+// a replica's steps slow as it carries more prefill: a step with a prefill chunk takes the whole
+// token budget's time, a decode-only step a few milliseconds (both at a full batch of the
+// in-flight slots, of sequences `context` tokens long). The hold measured now is for the prefill
 // share each replica carries now; a fleet carrying more (a climb, or fewer replicas) holds each
 // slot longer, so the slots fill faster than the load grows. Little's law with the hold scaled
 // by the ratio of step rates.

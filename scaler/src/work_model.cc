@@ -133,15 +133,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   }
 
   // The slots a load the plan looks ahead to will fill, each held longer at the step rate that
-  // load brings (demand.h). The hold was measured over the long window at the step rates its
-  // slots ran at, counted tick by tick (a gap after a burst still holds the burst's slow slots);
-  // until those are known, at the prefill share of the window's mean fleet.
+  // load brings (demand.h); the hold was measured at the window's mean fleet.
   double mean_active = in.active;
   for (const auto& [when, n] : st.held) mean_active += n;
   mean_active /= static_cast<double>(st.held.size() + 1);
-  SlotFill fill = slot_fill(cap, slot_hold_s, x, p, mean_active > 0 ? d_now / mean_active : 0);
-  if (wl.stepped_s > 0) fill.steps_now = wl.in_flight_steps / wl.stepped_s;
-  st.step_rate = fill.steps_per_s(in.active > 0 ? d_now / in.active : 0);
+  const SlotFill fill = slot_fill(cap, slot_hold_s, x, p, mean_active > 0 ? d_now / mean_active : 0);
   auto slots_for = [&](double load) { return fill.replicas_for(load, max_c); };
 
   // ---- burst memory: what a swing within a promotion or cold start would need -----------

@@ -219,10 +219,6 @@ struct PolicyState {
     // For the time a request holds a slot (Little's law): requests on replicas x dt, and the
     // requests that got their first token; both 0 unless both signals came with the sample.
     double in_flight_s = 0, admitted = 0;
-    // The decode steps those slots ran: in_flight_s x a replica's step rate at the time (0 while
-    // the rate is unknown), so a hold measured across a burst and a gap is not mistaken for the
-    // gap's.
-    double in_flight_steps = 0;
   };
   std::deque<WorkSample> work;  // within demand_window_s
   struct LoadSample {
@@ -252,7 +248,6 @@ struct PolicyState {
   double last_work_t = -1;      // last sample with work signals
   double prev_t = -1;           // previous call
   double mean_prompt = 0;       // last known mean prompt tokens per request
-  double step_rate = 0;         // a replica's decode steps a second at the last prefill share (0: unknown)
   // Prompt sizes over the long run (exponentially decayed bucket counts): their spread is a
   // property of the workload, and one huge prompt in a minute must not move it.
   std::array<double, 24> prompt_sizes{};
