@@ -203,14 +203,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // its length, so promotions start that much after the swing does.
   const double seen_after = cfg.demand_short_window_s / 2;
   bool margin_in_slots = false;  // the margin is the slots the swing fills, not its prefill
-  int swing_slots = 0;           // the fleet whose slots hold what a swing fills
   auto plan_at = [&](double p, bool last) {
     const double share = last ? 1.0 : routed_share(p, seen_after, slack);
     const double future = d + std::max(0.0, load_within(p) - d) * share;
     const int by_load = std::max(base, for_load(future));
     const int by_slots = slots_for((d + std::max(0.0, swing_within(p) - d) * share) / headroom);
     margin_in_slots = by_slots > by_load;
-    swing_slots = std::max(swing_slots, by_slots);
     return std::max(by_load, by_slots);
   };
   auto edge = [&](std::size_t k) { return k < tiers.size() ? cfg.tiers[tiers[k]].promotion_s : cold_start_s; };
@@ -338,11 +336,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double ahead_s = cold_start_s + wl.span / 2;
   const double load_reached = d_now + rise * ahead_s / std::max(1.0, cold_start_s);
   const double load_held_for = rise > 0 ? load_reached * headroom : load_less_noise;
-  // Nor does it vouch for slots a swing would fill: prefill queueing grows with the load a little
-  // at a time, but a request that finds every slot taken waits for one to free, a whole
-  // generation, seconds past any TTFT objective. The slots the margin counts stay.
-  const int serves =
-      std::max({base_hard, for_load(load_held_for), slots_for(load_held_for / headroom), swing_slots});
+  const int serves = std::max({base_hard, for_load(load_held_for), slots_for(load_held_for / headroom)});
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     const std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +

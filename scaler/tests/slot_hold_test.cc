@@ -39,28 +39,24 @@ double engine_hold_s(const ReplicaCapacity& cap, double rho) {
   return 0.2 + kGenerated / ((1 - rho) / decode + rho / chunk);
 }
 
-// Demand on an operator's `fleet` replicas at `rate_at(t)` req/s. The engine's requests in flight
-// follow its step rate; every first token in time.
+// A wave on an operator's 4 replicas: 16 req/s, 6 more or less over a 10-minute period. The
+// engine's requests in flight follow its step rate; every first token in time.
+double wave_rate(int t) { return 16 + 6 * std::sin(2 * 3.14159265358979 * t / 600); }
 
-template <class Rate>
-std::vector<Decision> run(int until, bool decode_timings, int fleet, Rate rate_at) {
+std::vector<Decision> wave(int until, bool decode_timings) {
   const auto cfg = config(decode_timings);
   const auto engine = config(true).capacity;
   PolicyState st;
   std::vector<Decision> out;
   for (int t = 0; t <= until; ++t) {
-    const double rate = rate_at(t);
-    auto in = tick(t, rate, kTokens, fleet);
-    const double rho = rate * kTokens / engine.prefill_tokens_per_s / fleet;
-    in.signals.in_flight = std::min(rate * engine_hold_s(engine, rho), fleet * 32.0);  // the gateway's slots
+    const double rate = wave_rate(t);
+    auto in = tick(t, rate, kTokens, 4);
+    const double rho = rate * kTokens / engine.prefill_tokens_per_s / 4;
+    in.signals.in_flight = rate * engine_hold_s(engine, rho);
     out.push_back(decide(cfg, st, in));
   }
   return out;
 }
-
-// A wave on 4 replicas: 16 req/s, 6 more or less over a 10-minute period.
-double wave_rate(int t) { return 16 + 6 * std::sin(2 * 3.14159265358979 * t / 600); }
-std::vector<Decision> wave(int until, bool decode_timings) { return run(until, decode_timings, 4, wave_rate); }
 
 TEST(SlotHold, TheSwingMarginCountsTheSlotsAtTheStepRateTheSwingBrings) {
   // Near the trough (t = 1620, 11 req/s) the load may swing within a cold start by as much as
@@ -77,19 +73,6 @@ TEST(SlotHold, TheSwingMarginCountsTheSlotsAtTheStepRateTheSwingBrings) {
   EXPECT_EQ(scaled.work->for_plan, 3) << scaled.reason;
   EXPECT_NE(scaled.reason.find("-> 3 (the in-flight slots, each held longer"), std::string::npos) << scaled.reason;
   EXPECT_EQ(unscaled.work->for_plan, 2) << unscaled.reason;
-}
-
-TEST(SlotHold, TheSmoothDemandRuleKeepsTheSlotsASwingFills) {
-  // 20 req/s for two minutes, then 35, and so on, on 5 replicas: a swing smaller than the usual
-  // level (not bursty), every first token in time, so the smooth-demand rule vouches for the 5.
-  // At 35 req/s the 5 prefill 70% of their time and would hold 280 requests in their 160 slots.
-  // In a low phase the plan asks for the sixth the swing's slots need, and the rule, which
-  // refuses the margin for prefill, keeps it: a request that finds every slot taken waits a
-  // whole generation for one.
-  const auto d = run(1070, true, 5, [](int t) { return t % 240 < 120 ? 20.0 : 35.0; }).back();
-  EXPECT_EQ(d.desired, 6) << d.reason;
-  EXPECT_NE(d.reason.find("-> 6 (the in-flight slots"), std::string::npos) << d.reason;
-  EXPECT_EQ(d.reason.find("not starting"), std::string::npos) << d.reason;
 }
 
 TEST(SlotHold, ThePeakItselfAsksNoMoreThanItsLoad) {
