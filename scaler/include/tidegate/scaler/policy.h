@@ -49,11 +49,6 @@ struct ReplicaCapacity {
   double attention_context_tokens = 30600;  // model constant: attention doubles a token's cost here; 0 = ignore
   double step_s = 0.215;                    // one saturated step (budget / rate + decode): a request waits for it
   double overhead = 0.10;                   // share of a saturated replica's time that is not prefill (decode)
-  // A decode step (vLLM's inter-token time): the weights read once, then each sequence's own
-  // work and its KV read. What a request's slot is held for depends on it; 0 = not modelled.
-  double decode_step_s = 0.010;          // at batch 1
-  double decode_per_seq_s = 0.00003;     // per sequence in the batch
-  double decode_per_kv_token_s = 6.4e-8; // per context token of each sequence
   std::optional<double> kv_tokens = 400000; // KV capacity per replica; nullopt = KV not considered
   double kv_target = 0.9;                   // occupancy at which a replica counts as full
   std::optional<double> max_in_flight;      // the gateway's per-replica cap; nullopt = not considered
