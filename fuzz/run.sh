@@ -8,7 +8,8 @@
 #
 # Environment: FUZZ_SECONDS (per target), FUZZ_PARALLEL (targets at a time, default 1),
 # FUZZ_BUILD (default build-fuzz), FUZZ_JOBS (build parallelism, default nproc), FUZZ_NICE
-# (niceness of the fuzzers, default 0). fuzz/corpus/ is never written: new inputs go to
+# (niceness of the fuzzers, default 0), FUZZ_TIMEOUT (seconds an input may take, default 10),
+# FUZZ_SKIP_BUILD=1 (run the targets already in $FUZZ_BUILD/bin). fuzz/corpus/ is never written: new inputs go to
 # $FUZZ_BUILD/run/<target>/corpus, crashes to $FUZZ_BUILD/run/<target>/artifacts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ BUILD=${FUZZ_BUILD:-build-fuzz}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 PAR=${FUZZ_PARALLEL:-1}
 NICE=${FUZZ_NICE:-0}
+TIMEOUT=${FUZZ_TIMEOUT:-10}
 
 # target  max_len  malloc_limit_mb  dictionary
 TABLE="
@@ -41,12 +43,14 @@ for t in $targets; do
   grep -qw "^$t" <<<"$(awk 'NF {print $1}' <<<"$TABLE")" || { echo "fuzz: unknown target $t (one of: $(echo $all_targets))" >&2; exit 2; }
 done
 
-if [[ ! -f $BUILD/CMakeCache.txt ]]; then
-  cmake -S fuzz -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang >/dev/null
+if [[ ${FUZZ_SKIP_BUILD:-0} != 1 ]]; then
+  if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+    cmake -S fuzz -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang >/dev/null
+  fi
+  start=$(date +%s)
+  cmake --build "$BUILD" -j "$JOBS" --target $(for t in $targets; do echo "fuzz_$t"; done) >/dev/null
+  echo "fuzz: built $(wc -w <<<"$targets") targets in $(( $(date +%s) - start ))s; ${SECS}s each"
 fi
-start=$(date +%s)
-cmake --build "$BUILD" -j "$JOBS" --target $(for t in $targets; do echo "fuzz_$t"; done) >/dev/null
-echo "fuzz: built $(wc -w <<<"$targets") targets in $(( $(date +%s) - start ))s; ${SECS}s each"
 # FUZZ_BUILD_ONLY=1: build and stop (CI builds the targets in the background, runs them later).
 [[ ${FUZZ_BUILD_ONLY:-0} == 1 ]] && exit 0
 
@@ -60,7 +64,7 @@ run_one() {
   mkdir -p "$work/corpus" "$work/artifacts"
   cp fuzz/corpus/"$t"/* "$work/corpus/"
   local args=(-max_total_time="$SECS" -rss_limit_mb=2048 -malloc_limit_mb="$malloc" -max_len="$max_len"
-              -timeout=10 -print_final_stats=1 -artifact_prefix="$work/artifacts/")
+              -timeout="$TIMEOUT" -report_slow_units="$TIMEOUT" -print_final_stats=1 -artifact_prefix="$work/artifacts/")
   [[ $dict != - ]] && args+=(-dict=fuzz/dict/"$dict")
   local rc=0
   nice -n "$NICE" "$BUILD/bin/fuzz_$t" "${args[@]}" "$work/corpus" >"$work/log" 2>&1 || rc=$?
@@ -72,9 +76,9 @@ run_one() {
   files=$(find "$work/corpus" -type f | wc -l)
   crashes=$(find "$work/artifacts" -type f | wc -l)
   local status=ok
-  # A unit over the timeout (or libFuzzer's slow-unit report, also 10 s) on a shared, loaded
-  # machine is often a stall of the machine, not of the target: each such input is replayed
-  # once on its own, and only one that is slow again fails.
+  # A unit over the timeout (or reported slow at the same bound) on a shared, loaded machine is
+  # often a stall of the machine, not of the target: each such input is replayed once on its
+  # own, and only one that errors or is slow again fails.
   local slow_units
   slow_units=$(find "$work/artifacts" -type f \( -name 'timeout-*' -o -name 'slow-unit-*' \) | wc -l)
   if ((crashes != 0 && slow_units == crashes)); then
@@ -82,12 +86,12 @@ run_one() {
     for f in "$work"/artifacts/timeout-* "$work"/artifacts/slow-unit-*; do
       [[ -f $f ]] || continue
       local t0=$SECONDS
-      nice -n "$NICE" "$BUILD/bin/fuzz_$t" -timeout=10 -runs=1 -rss_limit_mb=2048 -malloc_limit_mb="$malloc" \
+      nice -n "$NICE" "$BUILD/bin/fuzz_$t" -timeout="$TIMEOUT" -runs=1 -rss_limit_mb=2048 -malloc_limit_mb="$malloc" \
         "$f" >>"$work/retime.log" 2>&1 || again=$((again + 1))
-      ((SECONDS - t0 < 10)) || again=$((again + 1))
+      ((SECONDS - t0 < TIMEOUT)) || again=$((again + 1))
     done
     if ((again == 0)); then
-      status="ok ($slow_units slow unit(s) over 10s replayed within it: $work/retime.log)"
+      status="ok ($slow_units slow unit(s) over ${TIMEOUT}s replayed within it: $work/retime.log)"
       rc=0 crashes=0
     fi
   fi
