@@ -76,9 +76,6 @@ scaler::ReplicaCapacity capacity_from_profile(const ReplicaProfile& p) {
   // A saturated step: a full token budget of prefill plus the decode part.
   const double budget_s = t.max_num_batched_tokens > 0 ? static_cast<double>(t.max_num_batched_tokens) / t.prefill_tokens_per_s : 0;
   c.step_s = budget_s + t.decode_base_s;
-  c.decode_step_s = t.decode_base_s;
-  c.decode_per_seq_s = t.decode_per_seq_s;
-  c.decode_per_kv_token_s = t.decode_per_kv_token_s;
   c.kv_tokens = static_cast<double>(t.kv_capacity_tokens);
   c.max_in_flight = p.slots_per_replica;
   return c;

@@ -85,21 +85,12 @@ void parse_work_model(const YAML::Node& n, const std::string& path, PolicyConfig
     const auto cp = path_join(path, "capacity");
     require_map(cap, cp);
     yaml_reject_unknown(cap, cp, {"prefill_tokens_per_s", "attention_context_tokens", "step", "overhead", "kv_tokens",
-                                  "kv_target", "max_in_flight", "in_flight_target", "decode_base", "decode_per_seq",
-                                  "decode_per_kv_token"});
+                                  "kv_target", "max_in_flight", "in_flight_target"});
     auto& k = c.capacity;
     k.prefill_tokens_per_s = yaml_double(cap, "prefill_tokens_per_s", cp, k.prefill_tokens_per_s, 1.0, 1e9);
     k.attention_context_tokens = yaml_double(cap, "attention_context_tokens", cp, k.attention_context_tokens, 0.0, 1e9);
     k.step_s = yaml_seconds(cap, "step", cp, k.step_s);
     k.overhead = yaml_double(cap, "overhead", cp, k.overhead, 0.0, 0.9);
-    k.decode_step_s = yaml_seconds(cap, "decode_base", cp, k.decode_step_s);
-    k.decode_per_seq_s = yaml_seconds(cap, "decode_per_seq", cp, k.decode_per_seq_s);
-    k.decode_per_kv_token_s = yaml_seconds(cap, "decode_per_kv_token", cp, k.decode_per_kv_token_s);
-    for (const auto& [key, value, most] : {std::tuple{"decode_base", k.decode_step_s, 10.0},
-                                           std::tuple{"decode_per_seq", k.decode_per_seq_s, 1.0},
-                                           std::tuple{"decode_per_kv_token", k.decode_per_kv_token_s, 1e-3}})
-      if (!(value >= 0) || value > most)
-        throw ConfigError(path_join(cp, key), yaml_line(cap[key]), "must be in [0, " + std::to_string(most) + "] seconds");
     if (cap["kv_tokens"]) k.kv_tokens = optional_double(cap, "kv_tokens", cp);
     k.kv_target = yaml_double(cap, "kv_target", cp, k.kv_target, 0.01, 1.0);
     if (cap["max_in_flight"]) k.max_in_flight = optional_double(cap, "max_in_flight", cp);

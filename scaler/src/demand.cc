@@ -4,8 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "target_tracking.h"
-
 namespace tidegate::scaler::detail {
 
 Window window(const std::deque<PolicyState::WorkSample>& work, double since) {
@@ -17,7 +15,6 @@ Window window(const std::deque<PolicyState::WorkSample>& work, double since) {
     w.tokens += s.tokens;
     w.in_flight_s += s.in_flight_s;
     w.admitted += s.admitted;
-    if (s.in_flight_steps > 0) w.in_flight_steps += s.in_flight_steps, w.stepped_s += s.in_flight_s;
   }
   return w;
 }
@@ -132,37 +129,6 @@ Service prefill_service(const ReplicaCapacity& cap, double h, double m1, const s
   out.mean = s1 / n;
   out.cv2 = std::clamp((s2 / n) / (out.mean * out.mean) - 1, 0.0, 50.0);
   return out;
-}
-
-SlotFill slot_fill(const ReplicaCapacity& cap, double hold_s, double service_s, double context,
-                   double prefill_share_now) {
-  SlotFill f;
-  if (!cap.max_in_flight || !(*cap.max_in_flight > 0)) return f;
-  const double batch = *cap.max_in_flight;
-  const double per_seq = cap.decode_per_seq_s + std::max(0.0, context) * cap.decode_per_kv_token_s;
-  f.hold_s = hold_s;
-  f.service_s = service_s;
-  f.slots_per_replica = batch * cap.in_flight_target;
-  f.decode_step_s = cap.decode_step_s + batch * per_seq;
-  // A prefill step carries a request's prompt, up to the token budget (step_s less its batch-1
-  // decode step); a request's prefill takes service_s.
-  const double budget_s = std::max(0.0, cap.step_s - cap.decode_step_s);
-  f.chunk_step_s = f.decode_step_s + std::min(service_s, budget_s);
-  f.steps_now = f.steps_per_s(prefill_share_now);
-  return f;
-}
-
-double SlotFill::steps_per_s(double rho) const {
-  if (!(decode_step_s > 0) || !(chunk_step_s > 0)) return 1;  // no decode timings: the hold is not scaled
-  rho = std::clamp(rho, 0.0, 1.0);
-  return (1 - rho) / decode_step_s + rho / chunk_step_s;
-}
-
-int SlotFill::replicas_for(double load, int max_replicas) const {
-  if (!(hold_s > 0) || !(service_s > 0) || !(slots_per_replica > 0) || !(load > 0)) return 0;
-  const double rate = load / service_s;
-  for (int c = std::max(1, ceil_count(rate * hold_s / slots_per_replica));; ++c)
-    if (rate * hold_s * steps_now / steps_per_s(load / c) <= c * slots_per_replica || c >= max_replicas) return c;
 }
 
 double climb_per_cold_start(const std::deque<PolicyState::LoadSample>& samples, double t, double cold_start_s,

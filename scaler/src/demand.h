@@ -18,7 +18,6 @@ inline constexpr double kMaxDemandWindowS = 600;  // the long demand window neve
 struct Window {
   double span = 0, arrivals = 0, tokens = 0;
   double in_flight_s = 0, admitted = 0;
-  double in_flight_steps = 0, stepped_s = 0;  // slot-steps, and the slot-seconds they were counted over
 };
 Window window(const std::deque<PolicyState::WorkSample>& work, double since);
 
@@ -82,26 +81,6 @@ struct Service {
   double mean = 0, cv2 = 1;
 };
 Service prefill_service(const ReplicaCapacity& capacity, double h, double m1, const std::array<double, 24>& sizes);
-
-// The slots a load will fill. A request holds its slot while it decodes, one token a step, and
-// a replica's steps slow as it carries more prefill: a step with a prompt in it takes that
-// prompt's prefill (up to the token budget's time), a decode-only step a few milliseconds (both
-// at a full batch of the in-flight slots, of sequences `context` tokens long). The hold measured now is for the prefill
-// share each replica carries now; a fleet carrying more (a climb, or fewer replicas) holds each
-// slot longer, so the slots fill faster than the load grows. Little's law with the hold scaled
-// by the ratio of step rates.
-struct SlotFill {
-  double hold_s = 0;             // slot-seconds a request holds, measured now (0: unknown)
-  double service_s = 0;          // prefill seconds a request: load / service_s = arrival rate
-  double slots_per_replica = 0;  // the share of a replica's slots planned for (0: no slot cap)
-  double decode_step_s = 0, chunk_step_s = 0;
-  double steps_now = 1;          // steps a second at the prefill share the hold was measured at
-  double steps_per_s(double prefill_share) const;
-  // The smallest fleet (up to max_replicas) whose slots hold what `load` brings; 0 when unknown.
-  int replicas_for(double load, int max_replicas) const;
-};
-SlotFill slot_fill(const ReplicaCapacity& capacity, double hold_s, double service_s, double context,
-                   double prefill_share_now);
 
 // Adds the tick's work and first-token samples to the state (prompt-size moments too) and
 // forgets those older than the long demand window and the SLO window.

@@ -21,7 +21,6 @@ void record_signals(const PolicyConfig& cfg, PolicyState& st, const PolicyInput&
     if (s.in_flight && s.ttft_total) {
       w.in_flight_s = std::max(0.0, *s.in_flight) * dt;
       w.admitted = std::max(0.0, *s.ttft_total);
-      w.in_flight_steps = w.in_flight_s * st.step_rate;
     }
     st.work.push_back(w);
     st.last_work_t = in.t;

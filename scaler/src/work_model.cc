@@ -104,7 +104,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // is one): work already waiting is drained within that time (or the TTFT budget, if longer).
   const double arrive_s = tiers.empty() ? cold_start_s : cfg.tiers[tiers.front()].promotion_s;
   const double drain_s = std::max(tau, arrive_s);
-  double slot_hold_s = 0;  // the slot-seconds a request holds (measured), 0 while unknown
   if (cap.max_in_flight && *cap.max_in_flight > 0 && s.in_flight) {
     // Requests hold a slot for their whole generation. The slots in use cannot show a demand
     // beyond the slots there are: a fleet short of slots has them all busy and a queue behind.
@@ -114,7 +113,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     double slots = *s.in_flight;
     if (wl.admitted >= kMinAdmitted && x > 0) {
       const double hold_s = wl.in_flight_s / wl.admitted;
-      slot_hold_s = hold_s;
       slots = std::max(slots, d_now / x * hold_s + s.queue.value_or(0) * hold_s / drain_s);
     }
     const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
@@ -131,18 +129,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     base_hard = std::max(base_hard, c_backlog);
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
-
-  // The slots a load the plan looks ahead to will fill, each held longer at the step rate that
-  // load brings (demand.h). The hold was measured over the long window at the step rates its
-  // slots ran at, counted tick by tick (a gap after a burst still holds the burst's slow slots);
-  // until those are known, at the prefill share of the window's mean fleet.
-  double mean_active = in.active;
-  for (const auto& [when, n] : st.held) mean_active += n;
-  mean_active /= static_cast<double>(st.held.size() + 1);
-  SlotFill fill = slot_fill(cap, slot_hold_s, x, p, mean_active > 0 ? d_now / mean_active : 0);
-  if (wl.stepped_s > 0) fill.steps_now = wl.in_flight_steps / wl.stepped_s;
-  st.step_rate = fill.steps_per_s(in.active > 0 ? d_now / in.active : 0);
-  auto slots_for = [&](double load) { return fill.replicas_for(load, max_c); };
 
   // ---- burst memory: what a swing within a promotion or cold start would need -----------
   auto series = st.history;
@@ -191,12 +177,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     prior_load = lo * std::clamp(fade, 0.0, 1.0);
   }
   // Load that may arrive within `horizon` seconds: none can before any time has passed.
-  // The starting fleet's prior is a fleet, not a load seen: it is not counted in slots.
-  auto swing_within = [&](double horizon) {
+  auto load_within = [&](double horizon) {
     if (horizon <= 0) return d;
-    return std::min(d_now + largest_swing(series, std::max(horizon, kBucketS), cfg.noise_z), peak) * headroom;
+    const double swing = largest_swing(series, std::max(horizon, kBucketS), cfg.noise_z);
+    return std::max(std::min(d_now + swing, peak) * headroom, prior ? prior_load : 0.0);
   };
-  auto load_within = [&](double horizon) { return std::max(swing_within(horizon), prior ? prior_load : 0.0); };
   // What capacity must be in place before more can arrive `p` seconds into a swing: requests
   // that come meanwhile are sent to the replicas there are (and stay in their queues when more
   // arrive), so those must do the swing's first p seconds of work within p + slack. The
@@ -206,20 +191,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // A swing is seen late: the short demand window's average reaches half a step after half
   // its length, so promotions start that much after the swing does.
   const double seen_after = cfg.demand_short_window_s / 2;
-  // Under smooth demand the plan also counts the slots the swing it looks ahead to will fill,
-  // each held longer at the step rate that load brings (demand.h); a climb is such a swing. Under
-  // bursty demand it does not: a burst's swing is sized for prefill, and the slots the bursts
-  // filled are remembered as measured (the hard needs above); a burst's swing scaled to slots
-  // asks for more than any burst used.
-  int swing_slots = 0;           // the fleet whose slots hold what the swing fills (smooth demand only)
-  bool margin_in_slots = false;  // the margin is the slots the swing fills, not its prefill
   auto plan_at = [&](double p, bool last) {
     const double share = last ? 1.0 : routed_share(p, seen_after, slack);
-    const int by_load = std::max(base, for_load(d + std::max(0.0, load_within(p) - d) * share));
-    const int by_slots = bursty ? 0 : slots_for((d + std::max(0.0, swing_within(p) - d) * share) / headroom);
-    margin_in_slots = by_slots > by_load;
-    swing_slots = std::max(swing_slots, by_slots);
-    return std::max(by_load, by_slots);
+    return std::max(base, for_load(d + std::max(0.0, load_within(p) - d) * share));
   };
   auto edge = [&](std::size_t k) { return k < tiers.size() ? cfg.tiers[tiers[k]].promotion_s : cold_start_s; };
   int active = std::max(base, plan_at(edge(0), tiers.empty()));
@@ -336,24 +310,17 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // explains is a trend (a daily or hourly ramp), and the measurement vouches only for the load
   // it was earned at. Replicas started now arrive a cold start from now, when a climb that goes
   // on has added another cold start's rise, so the rule holds the fleet no lower than that load
-  // needs, in prefill and in the slots it fills.
+  // needs.
   const bool vouched =
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
   const double rise = climb_per_cold_start(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
   const double load_less_noise = std::max(0.0, d_now - cfg.noise_z * noise) * headroom;
-  // The load now is a window's average, which lags a steady climb by half the window: the load
-  // a started replica meets is a cold start and that lag ahead of the estimate.
-  const double ahead_s = cold_start_s + wl.span / 2;
-  const double load_reached = d_now + rise * ahead_s / std::max(1.0, cold_start_s);
-  const double load_held_for = rise > 0 ? load_reached * headroom : load_less_noise;
-  // Nor does it vouch for the slots a swing would fill: prefill queueing grows with the load a
-  // little at a time, but a request that finds every slot taken waits for one to free, a whole
-  // generation, seconds past any TTFT objective. The slots the margin counts stay.
-  const int serves = std::max({base_hard, for_load(load_held_for), swing_slots});
+  const double load_held_for = rise > 0 ? (d_now + rise) * headroom : load_less_noise;
+  const int serves = std::max(base_hard, for_load(load_held_for));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     const std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +
-                                           " for the " + num(load_reached) + " it reaches by then"
+                                           " for the " + num(d_now + rise) + " it reaches by then"
                                      : " and serve the load less its noise (" + num(load_less_noise) + ")";
     start_only(keep, "slo_met",
                "smooth demand, the held " + std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +
@@ -420,8 +387,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   out.reason += ")";
   if (margin_replicas > 0)
     out.reason += "; burst memory: swings up to peak " + num(peak, 2) + " within the " + num(cold_start_s, 0) +
-                  "s cold start -> " + std::to_string(cum) +
-                  (margin_in_slots ? " (the in-flight slots, each held longer at the step rate the swing brings)" : "");
+                  "s cold start -> " + std::to_string(cum);
   for (std::size_t k = 0; k < tiers.size(); ++k)
     if (out.tiers[tiers[k]] > 0)
       out.reason += ", " + std::to_string(out.tiers[tiers[k]]) + " of them " + cfg.tiers[tiers[k]].name;

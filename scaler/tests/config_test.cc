@@ -109,9 +109,6 @@ TEST(ScalerConfig, RejectsBadInputNamingKeyAndLine) {
        "scaler.pools[0].lifecycle.warm_pool_size", 5},
       {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      signals: {missing_warn_every: 0s}\n",
        "scaler.pools[0].signals.missing_warn_every", 5},
-      {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      policy:\n"
-       "        capacity: {decode_per_kv_token: 2ms}\n",
-       "scaler.pools[0].policy.capacity.decode_per_kv_token", 6},
   };
   for (const auto& c : cases) {
     try {
@@ -148,11 +145,6 @@ TEST(ScalerConfig, PolicyAloneForTheReplayTool) {
   const auto p = parse_policy_config(root["policy"], "policy");
   EXPECT_EQ(p.max_replicas, 3);
   EXPECT_DOUBLE_EQ(p.stable_window_s, 20);
-  // The decode timings the slots' hold is scaled by, in the replay profile's names.
-  const auto h100 = parse_policy_config(YAML::Load("{capacity: {decode_base: 6ms, decode_per_kv_token: 51ns}}"), "policy");
-  EXPECT_DOUBLE_EQ(h100.capacity.decode_step_s, 0.006);
-  EXPECT_DOUBLE_EQ(h100.capacity.decode_per_kv_token_s, 51e-9);
-  EXPECT_DOUBLE_EQ(h100.capacity.decode_per_seq_s, ReplicaCapacity{}.decode_per_seq_s);
   EXPECT_THROW(parse_policy_config(YAML::Load("{max_replicas: -1}"), "policy"), ConfigError);
 }
 

@@ -80,9 +80,6 @@ TEST(MeasuredBurst, NothingIsStartedForIt) {
 Decision slots_at(double burst_slots, int at, double burst_backlog_tokens = 0) {
   auto cfg = config();
   cfg.capacity.max_in_flight = 8;
-  // The requests in flight here are set by hand, not an engine's: a burst holds its slots for
-  // less time than a gap's requests do, so the hold is not scaled by step rates.
-  cfg.capacity.decode_step_s = cfg.capacity.decode_per_seq_s = cfg.capacity.decode_per_kv_token_s = 0;
   PolicyState st;
   int active = 12;
   Decision d;

@@ -49,11 +49,6 @@ struct ReplicaCapacity {
   double attention_context_tokens = 30600;  // model constant: attention doubles a token's cost here; 0 = ignore
   double step_s = 0.215;                    // one saturated step (budget / rate + decode): a request waits for it
   double overhead = 0.10;                   // share of a saturated replica's time that is not prefill (decode)
-  // A decode step (vLLM's inter-token time): the weights read once, then each sequence's own
-  // work and its KV read. What a request's slot is held for depends on it; 0 = not modelled.
-  double decode_step_s = 0.010;          // at batch 1
-  double decode_per_seq_s = 0.00003;     // per sequence in the batch
-  double decode_per_kv_token_s = 6.4e-8; // per context token of each sequence
   std::optional<double> kv_tokens = 400000; // KV capacity per replica; nullopt = KV not considered
   double kv_target = 0.9;                   // occupancy at which a replica counts as full
   std::optional<double> max_in_flight;      // the gateway's per-replica cap; nullopt = not considered
@@ -219,10 +214,6 @@ struct PolicyState {
     // For the time a request holds a slot (Little's law): requests on replicas x dt, and the
     // requests that got their first token; both 0 unless both signals came with the sample.
     double in_flight_s = 0, admitted = 0;
-    // The decode steps those slots ran: in_flight_s x a replica's step rate at the time (0 while
-    // the rate is unknown), so a hold measured across a burst and a gap is not mistaken for the
-    // gap's.
-    double in_flight_steps = 0;
   };
   std::deque<WorkSample> work;  // within demand_window_s
   struct LoadSample {
@@ -252,7 +243,6 @@ struct PolicyState {
   double last_work_t = -1;      // last sample with work signals
   double prev_t = -1;           // previous call
   double mean_prompt = 0;       // last known mean prompt tokens per request
-  double step_rate = 0;         // a replica's decode steps a second at the last prefill share (0: unknown)
   // Prompt sizes over the long run (exponentially decayed bucket counts): their spread is a
   // property of the workload, and one huge prompt in a minute must not move it.
   std::array<double, 24> prompt_sizes{};
