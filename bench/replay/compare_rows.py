@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """compare_rows.py BEFORE/rows.jsonl AFTER/rows.jsonl: the default policy, row by row.
 
+Either file may be gzipped (rows.jsonl.gz, as the stored rows under bench/replay/slots/ are).
+
 Prints, for the rows both runs hold (the same trace, variant, shape, load, cold start and
 seed), how many meet the SLO and sit at or below the cheapest static fleet's GPU-hours, the mean,
 median and worst ratio to static, and every row whose ratio or attainment moved (LOST: it met
 the SLO before and does not after). Used to judge a policy change against its criterion.
 """
+import gzip
 import json
 import statistics
 import sys
@@ -13,7 +16,7 @@ import sys
 
 def load(path):
     out = {}
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         for line in f:
             r = json.loads(line)
             key = (r["trace"], r["variant"], r.get("params", ""), r.get("repeat", 1), r["load"], r["cold"], r["seed"])
