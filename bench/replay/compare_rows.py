@@ -10,6 +10,7 @@ the SLO before and does not after). Used to judge a policy change against its cr
 """
 import gzip
 import json
+import signal
 import statistics
 import sys
 
@@ -25,6 +26,7 @@ def load(path):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     a, b = load(sys.argv[1]), load(sys.argv[2])

@@ -12,9 +12,8 @@ import os
 import subprocess
 import tempfile
 
+from robustness import ROOT
 from steady_trace import write_trace
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def attainment(binary, trace, fleet):

@@ -12,7 +12,9 @@ import datetime
 import os
 import random
 
-DEFAULT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "traces", "azure_conv_2023.csv")
+from robustness import DATA
+
+DEFAULT = os.path.join(DATA, "azure_conv_2023.csv")
 
 
 def write_trace(rate, seconds, seed, out, source=DEFAULT):
