@@ -339,11 +339,15 @@ models:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=20)
+                # The drain is bounded by the config's 10 s; the rest is the sanitizer's slowdown
+                # (a TSan gateway on a loaded 2-core box once took over 20 s here).
+                self.proc.wait(timeout=20 * SLOWDOWN)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-                raise AssertionError("gateway did not exit after SIGTERM")
+                time.sleep(0.05)
+                # Its last lines say where shutdown stopped (draining, drained, exit).
+                raise AssertionError("gateway did not exit after SIGTERM; its last lines:\n" + "".join(self.log[-20:]))
         time.sleep(0.05)  # let the stderr reader catch the last lines
         text = "".join(self.log)
         for marker in ("AddressSanitizer", "LeakSanitizer", "ThreadSanitizer", "runtime error:"):
