@@ -7,7 +7,7 @@ start. Each row reports every policy's TTFT attainment and GPU-hours against the
 static fleet meeting the SLO and against the offline optimum; the tuned policy is tuned on the
 first two thirds of the row's trace and reported on the last third, which it never saw.
 
-  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh..fresh8|shapes|shapes2|long..long10]
+  bench/replay/robustness.py [--bin build/bin/tidegate-replay] [--jobs 2] [--rows dev|all|heldout|fresh..fresh8|shapes|shapes2|long..long12]
                              [--out bench/replay/robustness] [--no-tune] [--render] [--prefix-aware]
                              [--trace NAME=PATH ... [--trace-config NAME=FILE] [--trace-args NAME=FLAGS]]
 
@@ -247,6 +247,30 @@ LONG9_REPEAT = 4
 LONG10_SETTINGS = [(0.9, 115), (1.6, 50)]
 LONG10_SEEDS = (101,)
 LONG10_REPEAT = 4
+# Judged 2026-12-07 (the first form of the change, at commit c8b5866 plus the change): the
+# criterion was met on both judges (long9 19 -> 19 met, mean ratio 0.9855 -> 0.9893; long10
+# 18 -> 18, 0.9859 -> 0.9882), but it mended none of their misses, and long10's azure onoff at load
+# 0.9 fell from 98.08 to 94.46%: a burst a little short (p99 1.6 s) but not short beyond chance
+# counted as served, and one replica fewer then met a burst larger than any it had served (p99
+# 8.9 s). On the tuning sets it mended four of five misses (long4 onoff and spikes at 0.8, long5
+# onoff at 0.6, long7 onoff at 1.1). Not kept in that form; long9 and long10 are now seen.
+# `long11` and `long12`: defined 2026-12-07 (at the same commit, before any run of them) to judge
+# the second form: a burst vouches for its fleet only when its own first tokens put the miss
+# rate's upper bound within the budget, and only for bursts no larger than it (its peak, net of
+# noise, is the largest the burst memory holds). Tuned on long4, long5, long7, long9 and long10.
+# long11: variant seed 111, loads 0.75 and 1.3 at 80 and 140 s cold starts; long12: variant seed
+# 121, loads 0.95 and 2.0 at 60 and 100 s; each trace played 4 times. Criterion, set now, the same
+# as long9's: on `long11` and `long12` no row meeting the SLO loses it, the misses do not grow in
+# number and the mean ratio to static rises by at most 0.02; on `long4`..`long10` the misses do
+# not grow in number and no row meeting the SLO loses it; on the one-trace sets no row meeting the
+# SLO loses it, the rows at or below the static fleet's GPU-hours fall by at most 2 in number and
+# the worst ratio to static rises by at most 0.01 on each set.
+LONG11_SETTINGS = [(0.75, 80), (1.3, 140)]
+LONG11_SEEDS = (111,)
+LONG11_REPEAT = 4
+LONG12_SETTINGS = [(0.95, 60), (2.0, 100)]
+LONG12_SEEDS = (121,)
+LONG12_REPEAT = 4
 # Row sets made as a grid: variants as (kind, shape parameters), settings, seeds, and how many
 # times each row plays its trace end to end.
 class RowSet(NamedTuple):
@@ -273,7 +297,9 @@ GRID_SETS = {"fresh": RowSet(_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": Row
              "long8": RowSet(_FRESH, LONG8_SETTINGS, LONG8_SEEDS, LONG8_REPEAT),
              "fresh8": RowSet(_FRESH, FRESH8_SETTINGS, FRESH8_SEEDS),
              "long9": RowSet(_FRESH, LONG9_SETTINGS, LONG9_SEEDS, LONG9_REPEAT),
-             "long10": RowSet(_FRESH, LONG10_SETTINGS, LONG10_SEEDS, LONG10_REPEAT)}
+             "long10": RowSet(_FRESH, LONG10_SETTINGS, LONG10_SEEDS, LONG10_REPEAT),
+             "long11": RowSet(_FRESH, LONG11_SETTINGS, LONG11_SEEDS, LONG11_REPEAT),
+             "long12": RowSet(_FRESH, LONG12_SETTINGS, LONG12_SEEDS, LONG12_REPEAT)}
 
 
 def variant_spec(row):
