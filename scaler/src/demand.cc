@@ -84,6 +84,40 @@ RememberedFleet largest_hard_need(const PolicyState& st, double t) {
   return {largest.replicas, t - largest.t, largest.bound};
 }
 
+void record_burst(PolicyState& st, double t, bool in_burst, int active, double met, double total,
+                  const std::deque<PolicyState::LoadSample>& series, double z, double budget, double tail_s,
+                  double memory_s) {
+  if (in_burst) {
+    if (st.burst_start_t < 0) st.burst_start_t = t, st.burst_fewest = active, st.burst_met = st.burst_total = 0;
+    st.burst_below_since = -1;  // a burst that resumes within its tail is the same burst
+  } else if (st.burst_start_t >= 0 && st.burst_below_since < 0) {
+    st.burst_below_since = t;
+  }
+  if (st.burst_start_t >= 0) {
+    if (in_burst) st.burst_fewest = std::min(st.burst_fewest, active);
+    st.burst_met += met, st.burst_total += total;
+    if (st.burst_below_since >= 0 && t - st.burst_below_since >= tail_s) {
+      double own = 0, largest = 0;
+      for (const auto& s : series) {
+        const double level = s.load - z * s.noise;
+        largest = std::max(largest, level);
+        if (s.t >= st.burst_start_t - kBucketS) own = std::max(own, level);
+      }
+      const bool within = miss_rate({st.burst_met, st.burst_total}, z).upper <= budget;
+      if (st.burst_total > 0 && within && own >= largest) st.served_t = t, st.served_fleet = st.burst_fewest;
+      st.burst_start_t = st.burst_below_since = -1;
+      st.burst_end_t = t;
+    }
+  }
+  // Kept while bursts go on: one that vouches for nothing smaller leaves the last step standing.
+  if (st.served_t >= 0 && st.burst_end_t <= t - memory_s) st.served_t = -1, st.served_fleet = 0;
+}
+
+RememberedFleet last_burst_served(const PolicyState& st, double t) {
+  if (st.served_t < 0 || st.served_fleet <= 0) return {};
+  return {st.served_fleet, t - st.served_t, ""};
+}
+
 double median_load(const std::deque<PolicyState::LoadSample>& series) {
   if (series.empty()) return 0;
   std::vector<double> v;

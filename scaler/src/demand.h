@@ -63,6 +63,19 @@ void record_hard_need(PolicyState& state, double t, int replicas, const char* bo
 // The largest of them within the memory.
 RememberedFleet largest_hard_need(const PolicyState& state, double t);
 
+// Follows the burst under way (`in_burst`: the history's last bucket is above its burst level),
+// counting the tick's first tokens (`met` of `total`) into it. A `tail_s` after it ends (its last
+// first tokens), it vouches for the fewest replicas it was served with, when the upper bound of
+// its miss rate (z standard errors) is within `budget` and no burst in `series` had a higher peak
+// (load less z noise): a burst served says nothing of a larger one. Forgotten once no burst has
+// ended for `memory_s`.
+void record_burst(PolicyState& state, double t, bool in_burst, int active, double met, double total,
+                  const std::deque<PolicyState::LoadSample>& series, double z, double budget, double tail_s,
+                  double memory_s);
+// The fleet that last served the largest burst within the SLO, and how long ago that burst
+// ended; {0, 0} when none is remembered.
+RememberedFleet last_burst_served(const PolicyState& state, double t);
+
 // Runs of the history above `level`: the longest finished one, and how long the current one
 // (if the last sample is above) has lasted (-1 when it is not above).
 struct Episodes {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "burst_hold.h"
 #include "demand.h"
 #include "queueing.h"
 #include "target_tracking.h"
@@ -160,8 +161,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double fade = bursty || age < learn || memory <= learn ? 1.0 : 1.0 - (age - learn) / (memory - learn);
   // The same test over the last demand window alone: a burst's misses, which the SLO's long
   // window dilutes.
-  record_held(st, in.t, in.active, cfg.demand_window_s, short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s)),
-              memory);
+  const bool short_lately = short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s));
+  record_held(st, in.t, in.active, cfg.demand_window_s, short_lately, memory);
+  const auto ep = episodes(series, burst_level);
+  record_burst(st, in.t, ep.current_age >= 0, in.active, s.ttft_met.value_or(0), s.ttft_total.value_or(0), series,
+               cfg.noise_z, budget, cfg.demand_window_s, memory);
   // What the requests in the fleet occupy (KV, slots), up to the replicas active: those served
   // the need and were filled; beyond them it is the model's estimate, which the SLO may not have
   // needed. Not a backlog: how fast one must drain is the model's choice, not a state a burst
@@ -331,7 +335,6 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // so far outlasts by less than that, more replicas would arrive after it has passed: they
   // cost a cold start and an idle stabilisation window, and help nobody.
   if (active > held_now && held_now > 0) {
-    const auto ep = episodes(series, burst_level);
     if (ep.longest_done > 0 && ep.current_age >= 0 && ep.current_age <= ep.longest_done &&
         ep.current_age + cold_start_s > ep.longest_done) {
       start_only(held_now, "burst_ends_first",
@@ -340,26 +343,11 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     }
   }
 
-  // A fleet the SLO was measured short with inside a burst is what that burst needed at least,
-  // whatever the model's estimate of its load (a demand window's average, less its noise,
-  // understates a burst's worst seconds): under bursty demand it is not released within the
-  // burst memory, as the bursts' modelled load is not. Nor is a fleet whose replicas the
-  // requests' KV or in-flight slots filled: the burst memory's history is of prefill load, and
-  // a burst of long generations fills slots its prefill does not show. Only held, never started
-  // for.
+  // Under bursty demand, what the bursts measured keep (burst_hold.h).
   if (bursty) {
-    const auto short_fleet = largest_short_fleet(st, in.t);
-    const auto hard_need = largest_hard_need(st, in.t);
-    const int keep_short = std::min(short_fleet.replicas, held_now);
-    const int keep_hard = std::min(hard_need.replicas, held_now);
-    if (std::max(keep_short, keep_hard) > active) {
-      if (keep_short >= keep_hard)
-        floors += "; keeping " + std::to_string(keep_short) + ": the SLO was missed with " +
-                  std::to_string(short_fleet.replicas) + " active in a burst " + num(short_fleet.age_s, 0) + "s ago";
-      else
-        floors += "; keeping " + std::to_string(keep_hard) + ": " + hard_need.bound + " needed the " +
-                  std::to_string(hard_need.replicas) + " active " + num(hard_need.age_s, 0) + "s ago";
-      raise_active(std::max(keep_short, keep_hard));
+    if (const auto hold = burst_hold(st, in.t, held_now); hold.replicas > active) {
+      floors += hold.why;
+      raise_active(hold.replicas);
       out.reason_code = "burst_memory";
     }
   }

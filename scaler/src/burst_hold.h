@@ -1,0 +1,22 @@
+#pragma once
+// Under bursty demand, what measurements of past bursts keep active whatever the bursts' modelled
+// load asks for: a fleet the SLO was measured short with in a burst, one whose KV or in-flight
+// slots the requests filled, and one step below the fleet that served the largest burst
+// remembered within the SLO.
+#include <string>
+
+#include "tidegate/scaler/policy.h"
+
+namespace tidegate::scaler::detail {
+
+struct BurstHold {
+  int replicas = 0;  // active replicas to keep; 0 when nothing is remembered
+  std::string why;   // "; keeping N: ..." for the decision's reason
+};
+
+// `held_now`: the replicas routed or on their way. The short and filled fleets are only held,
+// never started for; the step below a served fleet is started for when the fleet has fallen
+// under it.
+BurstHold burst_hold(const PolicyState& state, double t, int held_now);
+
+}  // namespace tidegate::scaler::detail
