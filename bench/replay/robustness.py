@@ -339,11 +339,14 @@ def rows(which):
     return out
 
 
-def run_row(binary, row, tune, prefix_aware=False):
+def run_row(binary, row, tune, prefix_aware=False, initial=None):
+    """The row's replay with every baseline; with `initial` (the row's cheapest static N, known
+    from an earlier run) the default policy alone, started at that fleet."""
     trace = TRACES[row["trace"]]
     cmd = [binary, "--trace", trace["path"], "--config", os.path.join(ROOT, trace["config"]), "--variant", variant_spec(row),
-           "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--baselines", "--json",
+           "--load-factor", str(row["load"]), "--cold-start-s", str(row["cold"]), "--json",
            "--no-progress", "--threads", "1", "--replicas-max", "128"]
+    cmd += ["--baselines"] if initial is None else ["--initial-replicas", str(initial)]
     cmd += trace["args"]
     if row.get("repeat", 1) > 1:
         cmd += ["--repeat", str(row["repeat"])]
