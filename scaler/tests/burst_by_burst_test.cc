@@ -14,14 +14,8 @@ namespace {
 using work_inputs::burst_rate;
 using work_inputs::in_burst;
 using work_inputs::tick;
-using work_inputs::work_config;
 
-PolicyConfig config() {
-  auto cfg = work_config();
-  cfg.burst_memory_s = 900;
-  cfg.slo.window_s = 600;
-  return cfg;
-}
+PolicyConfig config() { return work_inputs::short_memory_config(); }
 
 // The operator's `fleet` through five bursts (t < 1500), every first token in time; then the
 // policy's own decisions (a replica started is there the next second) through bursts whose

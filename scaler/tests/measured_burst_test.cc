@@ -12,14 +12,8 @@ namespace {
 using work_inputs::burst_rate;
 using work_inputs::in_burst;
 using work_inputs::tick;
-using work_inputs::work_config;
 
-PolicyConfig config() {
-  auto cfg = work_config();
-  cfg.burst_memory_s = 900;
-  cfg.slo.window_s = 600;  // the SLO loop forgets the misses too, within the test's span
-  return cfg;
-}
+PolicyConfig config() { return work_inputs::short_memory_config(); }
 
 // An operator's fleet of `fleet` replicas through five bursts (t < 1500), in which `burst_met`
 // of the first tokens meet the TTFT; then the policy's own decisions, with no more misses.

@@ -13,14 +13,8 @@ namespace tidegate::scaler {
 namespace {
 
 using work_inputs::tick;
-using work_inputs::work_config;
 
-PolicyConfig config() {
-  auto cfg = work_config();
-  cfg.burst_memory_s = 900;
-  cfg.slo.window_s = 600;
-  return cfg;
-}
+PolicyConfig config() { return work_inputs::short_memory_config(); }
 
 // The decision at `at` after a second-by-second run of `rate(t)` requests of 1000 tokens on a
 // fleet of `active`, in which `met` of the first tokens meet the TTFT.

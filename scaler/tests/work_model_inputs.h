@@ -23,6 +23,15 @@ inline PolicyConfig work_config() {
   return c;
 }
 
+// work_config() with a burst memory of 900 s and an SLO window of 600 s: a test's span of an hour
+// or so sees the policy forget bursts and misses.
+inline PolicyConfig short_memory_config() {
+  auto c = work_config();
+  c.burst_memory_s = 900;
+  c.slo.window_s = 600;
+  return c;
+}
+
 // One second of traffic: `rate` requests of `tokens` prompt tokens each (no size histogram:
 // exponential sizes are assumed).
 inline PolicyInput tick(double t, double rate, double tokens, int active, std::optional<double> met = std::nullopt) {
