@@ -164,8 +164,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const bool short_lately = short_of_budget(first_tokens(st.ttft, in.t - cfg.demand_window_s));
   record_held(st, in.t, in.active, cfg.demand_window_s, short_lately, memory);
   const auto ep = episodes(series, burst_level);
-  record_burst(st, in.t, ep.current_age >= 0, in.active, s.ttft_met.value_or(0), s.ttft_total.value_or(0), series,
-               cfg.noise_z, budget, cfg.demand_window_s, memory);
+  const double tick_total = std::max(0.0, s.ttft_total.value_or(0));  // as record_signals takes them
+  record_burst(st, in.t, ep.current_age >= 0, in.active, std::clamp(s.ttft_met.value_or(0), 0.0, tick_total), tick_total,
+               series, cfg.noise_z, budget, cfg.demand_window_s, memory);
   // What the requests in the fleet occupy (KV, slots), up to the replicas active: those served
   // the need and were filled; beyond them it is the model's estimate, which the SLO may not have
   // needed. Not a backlog: how fast one must drain is the model's choice, not a state a burst
