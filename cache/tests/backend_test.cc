@@ -133,6 +133,7 @@ TEST(CacheBackends, VerifierRunsWhereTheDeviceSettingAndTheHostAllow) {
     cfg.verifier.dir = verifier_dir;
     cfg.verifier.device = device;
     cfg.verifier.timeout_s = 10;  // a loaded CI box must not turn this into a timeout
+    cfg.lookup_timeout_s = 10;    // nor the lookup's own 0.25 s (a TSan build on 2 cores bypassed)
     Harness h(cfg, nullptr);
     const auto tiers = h.cache->stats().at("tiers").as_object();
     const bool on_gpu = gpu && device != EmbedderConfig::Device::kCpu;
