@@ -31,12 +31,17 @@ BurstHold burst_hold(const PolicyState& st, double t, int held_now) {
   // fleet that served). The modelled peak understates what a burst needs (its worst seconds,
   // and the slots that chunked prefill holds longer), so a release in one step to it meets the
   // next burst short.
+  // A burst measured short beyond chance is kept while bursts go on, as a served one is: the
+  // memory of their load forgets it, and smaller bursts would vouch for steps below its fleet.
+  keep(std::min(st.burst_short_fleet, held_now),
+       "a burst was measured short with " + std::to_string(st.burst_short_fleet) + " active, and bursts go on");
   if (const auto served = last_burst_served(st, t); served.replicas > 0) {
-    const bool step_was_short = short_fleet.replicas > 0 && short_fleet.replicas + 1 >= served.replicas;
+    const int shortest = std::max(short_fleet.replicas, st.burst_short_fleet);
+    const bool step_was_short = shortest > 0 && shortest + 1 >= served.replicas;
     keep(step_was_short ? served.replicas : served.replicas - 1,
          "the largest burst remembered (" + fmt("%.0f", served.age_s) + "s ago) was served within the SLO by " +
              std::to_string(served.replicas) +
-             (step_was_short ? ", and " + std::to_string(short_fleet.replicas) + " were measured short"
+             (step_was_short ? ", and " + std::to_string(shortest) + " were measured short"
                              : ", one replica fewer a burst"));
   }
   return out;

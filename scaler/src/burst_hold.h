@@ -1,6 +1,7 @@
 #pragma once
 // Under bursty demand, what measurements of past bursts keep active whatever the bursts' modelled
-// load asks for: a fleet the SLO was measured short with in a burst, one whose KV or in-flight
+// load asks for: a fleet the SLO was measured short with in a burst (by a demand window, for the
+// burst memory; by a whole burst beyond chance, while bursts go on), one whose KV or in-flight
 // slots the requests filled, and one step below the fleet that served the largest burst
 // remembered within the SLO.
 #include <string>

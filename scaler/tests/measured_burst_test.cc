@@ -1,5 +1,6 @@
-// Under bursty demand, a fleet the TTFT SLO was measured short with inside a burst is kept for
-// the burst memory, whatever the modelled load of the bursts asks for; never started for. So is
+// Under bursty demand, a fleet the TTFT SLO was measured short with inside a burst is kept (for
+// the burst memory, or while bursts go on when the burst as a whole was short beyond chance),
+// whatever the modelled load of the bursts asks for; never started for. So is
 // a fleet whose replicas the requests' in-flight slots (or KV) filled; not one a backlog asked for.
 #include <gtest/gtest.h>
 
@@ -45,13 +46,16 @@ TEST(MeasuredBurst, AFleetMeasuredShortInABurstIsKeptThroughTheGap) {
   EXPECT_NE(reason.find("the SLO was missed with 14 active in a burst"), std::string::npos) << reason;
 }
 
-TEST(MeasuredBurst, TheMeasurementIsForgottenAfterTheBurstMemory) {
+TEST(MeasuredBurst, TheWindowsMeasurementIsForgottenButTheBurstsIsKeptWhileBurstsGoOn) {
   // The last misses came in the burst at t = 1200-1260; the memory is 900 s, and the bursts
-  // after t = 1500 meet the TTFT. (Then a stabilisation window of 60 s.)
+  // after t = 1500 meet the TTFT. The demand windows' record of the miss is forgotten by t = 2380;
+  // the bursts' record (5% of their first tokens late, beyond chance) is kept while bursts go on
+  // (burst_by_burst_test.cc has it forgotten once they stop).
   std::string reason;
   const int desired = desired_at(0.95, 14, 2380, &reason);
-  EXPECT_LT(desired, 14) << reason;
+  EXPECT_EQ(desired, 14) << reason;
   EXPECT_EQ(reason.find("the SLO was missed with"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("a burst was measured short with 14 active, and bursts go on"), std::string::npos) << reason;
 }
 
 TEST(MeasuredBurst, NothingIsStartedForIt) {

@@ -241,12 +241,15 @@ struct PolicyState {
   // Bursts one at a time (runs of the history above its burst level): the one under way, from
   // its start to a demand window after it ends (its last first tokens), with the fewest replicas
   // active in it and its first tokens (met, total); and the fleet that last served the largest
-  // burst the memory holds within the SLO, with when that burst ended (and when the last one did).
+  // burst the memory holds within the SLO, with when that burst ended (and when the last one did);
+  // and the largest fleet a burst was measured short with beyond chance. Both are kept while
+  // bursts go on.
   double burst_start_t = -1, burst_below_since = -1, burst_end_t = -1;
   int burst_fewest = 0;
   double burst_met = 0, burst_total = 0;
   double served_t = -1;
   int served_fleet = 0;
+  int burst_short_fleet = 0;
   double first_t = -1;          // first call
   int initial_capacity = -1;    // active + starting at the first call (the learning floor)
   double last_work_t = -1;      // last sample with work signals
