@@ -25,16 +25,16 @@ BurstHold burst_hold(const PolicyState& st, double t, int held_now) {
   keep(std::min(hard_need.replicas, held_now), std::string(hard_need.bound) + " needed the " +
                                                    std::to_string(hard_need.replicas) + " active " +
                                                    fmt("%.0f", hard_need.age_s) + "s ago");
+  // A burst measured short beyond chance is kept while bursts go on, as a served one is: the
+  // memory of their load forgets it, and smaller bursts would vouch for steps below its fleet.
+  keep(std::min(st.burst_short_fleet, held_now),
+       "a burst was measured short with " + std::to_string(st.burst_short_fleet) + " active, and bursts go on");
   // Released one burst at a time: the largest burst remembered, served within the SLO, vouches
   // for the fleet it was served with, and for nothing smaller. The next burst may meet one
   // replica fewer, and once one fewer has been measured short, not that either (back to the
   // fleet that served). The modelled peak understates what a burst needs (its worst seconds,
   // and the slots that chunked prefill holds longer), so a release in one step to it meets the
   // next burst short.
-  // A burst measured short beyond chance is kept while bursts go on, as a served one is: the
-  // memory of their load forgets it, and smaller bursts would vouch for steps below its fleet.
-  keep(std::min(st.burst_short_fleet, held_now),
-       "a burst was measured short with " + std::to_string(st.burst_short_fleet) + " active, and bursts go on");
   if (const auto served = last_burst_served(st, t); served.replicas > 0) {
     const int shortest = std::max(short_fleet.replicas, st.burst_short_fleet);
     const bool step_was_short = shortest > 0 && shortest + 1 >= served.replicas;

@@ -1,6 +1,7 @@
 // Under bursty demand a fleet is released one burst at a time: a burst served within the TTFT
 // SLO vouches for the fleet it met, so the next may meet one replica fewer; a step measured short
-// in its burst goes back to the fleet that served, and stays there while that is remembered.
+// in its burst goes back to the fleet that served, and stays there while bursts go on. A burst
+// short beyond chance is kept as long, and forgotten a burst memory after the last burst.
 #include <gtest/gtest.h>
 
 #include <type_traits>
