@@ -4,7 +4,6 @@
 // short beyond chance is kept as long, and forgotten a burst memory after the last burst.
 #include <gtest/gtest.h>
 
-#include <type_traits>
 #include <vector>
 
 #include "tidegate/scaler/policy.h"
@@ -21,8 +20,7 @@ PolicyConfig config() { return work_inputs::short_memory_config(); }
 
 // The operator's `fleet` through five bursts (t < 1500), every first token in time; then the
 // policy's own decisions (a replica started is there the next second) through bursts whose
-// first tokens meet the TTFT at `met(n)` (or `met(n, t)`), n the fewest replicas active in the
-// burst so far.
+// first tokens meet the TTFT at `met(n, t)`, n the fewest replicas active in the burst so far.
 // Returns those fewest, burst by burst from t = 1500 on.
 template <class Met, class Rate = double (*)(int)>
 std::vector<int> fleets_met_by_bursts(int fleet, int until, Met met, Decision* last = nullptr, Rate rate = burst_rate) {
@@ -37,11 +35,7 @@ std::vector<int> fleets_met_by_bursts(int fleet, int until, Met met, Decision* l
       if (t % 300 == 0) fewest.push_back(active);
       fewest.back() = std::min(fewest.back(), active);
     }
-    double m = 1.0;
-    if (t >= 1500 && burst) {
-      if constexpr (std::is_invocable_v<Met, int, int>) m = met(fewest.back(), t);
-      else m = met(fewest.back());
-    }
+    const double m = t >= 1500 && burst ? met(fewest.back(), t) : 1.0;
     d = decide(cfg, st, tick(t, rate(t), 1000, active, m));
     if (t >= 1500) active = d.desired;
   }
@@ -59,7 +53,7 @@ TEST(BurstByBurst, AFleetThatServesItsBurstsIsReleasedOneReplicaABurst) {
   // The 14 served five bursts within the SLO, and the bursts' modelled load asks for 8. Each
   // burst from t = 1500 on meets at most one replica fewer than the one before, down to the 8.
   Decision last;
-  const auto fleets = fleets_met_by_bursts(14, 4200, [](int) { return 1.0; }, &last);
+  const auto fleets = fleets_met_by_bursts(14, 4200, [](int, int) { return 1.0; }, &last);
   ASSERT_GE(fleets.size(), 8u);
   EXPECT_EQ(fleets.front(), 13) << show(fleets);
   for (std::size_t k = 1; k < fleets.size(); ++k) EXPECT_GE(fleets[k], fleets[k - 1] - 1) << show(fleets);
@@ -70,7 +64,7 @@ TEST(BurstByBurst, AStepMeasuredShortGoesBackToTheFleetThatServed) {
   // 12 replicas miss the TTFT for 5% of a burst's requests (the budget is 1%): after the burst
   // that 12 met, the policy starts the 13th again, and every burst after it meets 13: a burst's
   // shortfall is kept while bursts go on.
-  const auto fleets = fleets_met_by_bursts(14, 4200, [](int n) { return n <= 12 ? 0.95 : 1.0; });
+  const auto fleets = fleets_met_by_bursts(14, 4200, [](int n, int) { return n <= 12 ? 0.95 : 1.0; });
   ASSERT_GE(fleets.size(), 6u);
   ASSERT_EQ(fleets[0], 13) << show(fleets);
   ASSERT_EQ(fleets[1], 12) << show(fleets);
@@ -85,13 +79,13 @@ TEST(BurstByBurst, ABurstServedSaysNothingOfALargerOne) {
   // the smaller bursts after it, served by 13, vouch for nothing while the burst memory (900 s)
   // holds the larger one, so the next bursts meet 13 too. Once it is forgotten, they do.
   auto rate = [](int t) { return t >= 900 && t < 960 ? 120.0 : burst_rate(t); };
-  const auto fleets = fleets_met_by_bursts(14, 3000, [](int) { return 1.0; }, nullptr, rate);
+  const auto fleets = fleets_met_by_bursts(14, 3000, [](int, int) { return 1.0; }, nullptr, rate);
   ASSERT_GE(fleets.size(), 4u);
   EXPECT_EQ(fleets[0], 13) << show(fleets);
   EXPECT_EQ(fleets[1], 13) << show(fleets);
   EXPECT_LT(fleets.back(), 13) << show(fleets);
   // The same bursts, all at 80 req/s: each served one vouches for one fewer.
-  const auto even = fleets_met_by_bursts(14, 3000, [](int) { return 1.0; });
+  const auto even = fleets_met_by_bursts(14, 3000, [](int, int) { return 1.0; });
   EXPECT_EQ(even[1], 12) << show(even);
 }
 
@@ -136,7 +130,7 @@ TEST(BurstByBurst, ABurstShortOfTheSloByLessThanChanceVouchesForNothing) {
   // 12 replicas miss the TTFT for 1.5% of a burst's requests: over a burst of about 4,800 first
   // tokens that is neither clearly within the 1% budget nor clearly over it. The policy neither
   // releases the 12th nor starts the 13th on it.
-  const auto fleets = fleets_met_by_bursts(14, 3600, [](int n) { return n <= 12 ? 0.985 : 1.0; });
+  const auto fleets = fleets_met_by_bursts(14, 3600, [](int n, int) { return n <= 12 ? 0.985 : 1.0; });
   ASSERT_GE(fleets.size(), 5u);
   ASSERT_EQ(fleets[1], 12) << show(fleets);
   for (std::size_t k = 2; k < fleets.size(); ++k) EXPECT_EQ(fleets[k], 12) << show(fleets);
