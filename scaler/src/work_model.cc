@@ -79,6 +79,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   eps = std::max(1e-6, eps);
   out.view.queueing_budget = eps;
   const double d = d_now * headroom;
+  // The load less its noise (noise_z standard errors of the window's estimate): what a fleet
+  // measured to meet the SLO is known to serve (the rules after the plan).
+  const double load_less_noise = std::max(0.0, d_now - cfg.noise_z * noise) * headroom;
 
   // ---- replicas for a load ---------------------------------------------------------------
   const double tau = std::max(0.0, cfg.slo.ttft_s - cap.step_s);  // a request first waits for a step
@@ -91,12 +94,14 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const int c_prefill = for_load(d);
   int base = c_prefill;
   int base_hard = 0;  // what binds now regardless of the queueing bound: KV, slots, a backlog
+  int base_hard_firm = 0;  // ... with the backlog drained on top of the load less its noise
   int occupied = 0;  // ... of which KV and slots: what the requests in the fleet hold
   const char* occupied_by = "";
   std::string bound = "prefill";
   if (cap.kv_tokens && s.kv_used_tokens && *cap.kv_tokens > 0) {
     const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
     base_hard = std::max(base_hard, c_kv);
+    base_hard_firm = std::max(base_hard_firm, c_kv);
     if (c_kv > occupied) occupied = c_kv, occupied_by = "KV";
     if (c_kv > base) base = c_kv, bound = "KV";
   }
@@ -118,6 +123,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     }
     const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
     base_hard = std::max(base_hard, c_slots);
+    base_hard_firm = std::max(base_hard_firm, c_slots);
     if (c_slots > occupied) occupied = c_slots, occupied_by = "in-flight slots";
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
@@ -128,6 +134,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
     const int c_backlog = ceil_count(d + backlog_s / drain_s);
     base_hard = std::max(base_hard, c_backlog);
+    base_hard_firm = std::max(base_hard_firm, ceil_count(load_less_noise + backlog_s / drain_s));
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 
@@ -292,13 +299,21 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // model's margin for swings is not yet calibrated on this workload, and the measurement is
   // quick to turn: the window is as young as the scaler, so a fleet that is really short shows
   // misses within a few dozen requests.
+  // A backlog binds here only on top of the load less its noise: the backlog is measured, the
+  // load it would be drained on top of is an estimate, and a fleet measured to meet the SLO
+  // serves a load within its noise. Near the fleet's edge any queue otherwise starts replicas
+  // (a wave's crest at 12.4 replicas of load on 13, its queue of 20k-token prompts) that arrive
+  // a cold start later and put no first token in time that the held fleet missed.
   {
-    const int keep = std::max(held_now, base_hard);
+    const int keep = std::max(held_now, base_hard_firm);
     const bool measured_ok = out.view.attainment && !short_of_target;
     if (prior && age < learn && measured_ok && active > keep && held_now >= st.initial_capacity && headroom <= 1) {
       start_only(keep, "learning",
                  "learning, the starting " + std::to_string(st.initial_capacity) + " meet the SLO (" + measured_text() +
-                     ")" + (keep > held_now ? "; starting " + std::to_string(keep - held_now) + " for what binds now" : ""));
+                     ")" + (base_hard > keep ? ", and drain the backlog on top of the load less its noise (" +
+                                                   num(load_less_noise) + ")"
+                                             : std::string()) +
+                     (keep > held_now ? "; starting " + std::to_string(keep - held_now) + " for what binds now" : ""));
     }
   }
 
@@ -315,13 +330,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // explains is a trend (a daily or hourly ramp), and the measurement vouches only for the load
   // it was earned at. Replicas started now arrive a cold start from now, when a climb that goes
   // on has added another cold start's rise, so the rule holds the fleet no lower than that load
-  // needs.
+  // needs. A backlog binds on top of the load less its noise, as in the learning rule above.
   const bool vouched =
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
   const double rise = climb_per_cold_start(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
-  const double load_less_noise = std::max(0.0, d_now - cfg.noise_z * noise) * headroom;
   const double load_held_for = rise > 0 ? (d_now + rise) * headroom : load_less_noise;
-  const int serves = std::max(base_hard, for_load(load_held_for));
+  const int serves = std::max(base_hard_firm, for_load(load_held_for));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     const std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +
