@@ -94,14 +94,14 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const int c_prefill = for_load(d);
   int base = c_prefill;
   int base_hard = 0;  // what binds now regardless of the queueing bound: KV, slots, a backlog
-  int base_hard_firm = 0;  // ... with the backlog drained on top of the load less its noise
+  int base_hard_less_noise = 0;  // ... with the backlog drained on top of the load less its noise
   int occupied = 0;  // ... of which KV and slots: what the requests in the fleet hold
   const char* occupied_by = "";
   std::string bound = "prefill";
   if (cap.kv_tokens && s.kv_used_tokens && *cap.kv_tokens > 0) {
     const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
     base_hard = std::max(base_hard, c_kv);
-    base_hard_firm = std::max(base_hard_firm, c_kv);
+    base_hard_less_noise = std::max(base_hard_less_noise, c_kv);
     if (c_kv > occupied) occupied = c_kv, occupied_by = "KV";
     if (c_kv > base) base = c_kv, bound = "KV";
   }
@@ -123,7 +123,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     }
     const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
     base_hard = std::max(base_hard, c_slots);
-    base_hard_firm = std::max(base_hard_firm, c_slots);
+    base_hard_less_noise = std::max(base_hard_less_noise, c_slots);
     if (c_slots > occupied) occupied = c_slots, occupied_by = "in-flight slots";
     if (c_slots > base) base = c_slots, bound = "in-flight slots";
   }
@@ -134,7 +134,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
     const int c_backlog = ceil_count(d + backlog_s / drain_s);
     base_hard = std::max(base_hard, c_backlog);
-    base_hard_firm = std::max(base_hard_firm, ceil_count(load_less_noise + backlog_s / drain_s));
+    base_hard_less_noise = std::max(base_hard_less_noise, ceil_count(load_less_noise + backlog_s / drain_s));
     if (c_backlog > base) base = c_backlog, bound = "backlog";
   }
 
@@ -305,7 +305,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // (a wave's crest at 12.4 replicas of load on 13, its queue of 20k-token prompts) that arrive
   // a cold start later and put no first token in time that the held fleet missed.
   {
-    const int keep = std::max(held_now, base_hard_firm);
+    const int keep = std::max(held_now, base_hard_less_noise);
     const bool measured_ok = out.view.attainment && !short_of_target;
     if (prior && age < learn && measured_ok && active > keep && held_now >= st.initial_capacity && headroom <= 1) {
       start_only(keep, "learning",
@@ -335,7 +335,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
   const double rise = climb_per_cold_start(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
   const double load_held_for = rise > 0 ? (d_now + rise) * headroom : load_less_noise;
-  const int serves = std::max(base_hard_firm, for_load(load_held_for));
+  const int serves = std::max(base_hard_less_noise, for_load(load_held_for));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     const std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +
