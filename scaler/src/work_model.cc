@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "binds_now.h"
 #include "burst_hold.h"
 #include "demand.h"
 #include "queueing.h"
@@ -13,7 +14,6 @@ namespace tidegate::scaler::detail {
 namespace {
 
 constexpr double kMinTtftSamples = 20; // fewer first tokens in the window: no attainment yet
-constexpr double kMinAdmitted = 20;       // fewer requests admitted in the long window: no hold time yet
 
 std::string num(double v, int decimals = 2) {
   char buf[48];
@@ -93,50 +93,19 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   };
   const int c_prefill = for_load(d);
   int base = c_prefill;
-  int base_hard = 0;  // what binds now regardless of the queueing bound: KV, slots, a backlog
-  int base_hard_less_noise = 0;  // ... with the backlog drained on top of the load less its noise
-  int occupied = 0;  // ... of which KV and slots: what the requests in the fleet hold
-  const char* occupied_by = "";
-  std::string bound = "prefill";
-  if (cap.kv_tokens && s.kv_used_tokens && *cap.kv_tokens > 0) {
-    const int c_kv = ceil_count(*s.kv_used_tokens / (*cap.kv_tokens * cap.kv_target));
-    base_hard = std::max(base_hard, c_kv);
-    base_hard_less_noise = std::max(base_hard_less_noise, c_kv);
-    if (c_kv > occupied) occupied = c_kv, occupied_by = "KV";
-    if (c_kv > base) base = c_kv, bound = "KV";
-  }
   const auto tiers = usable_tiers(cfg, cold_start_s);
   // Replicas asked for now arrive a cold start from now (a standby tier's promotion, when there
   // is one): work already waiting is drained within that time (or the TTFT budget, if longer).
   const double arrive_s = tiers.empty() ? cold_start_s : cfg.tiers[tiers.front()].promotion_s;
   const double drain_s = std::max(tau, arrive_s);
-  if (cap.max_in_flight && *cap.max_in_flight > 0 && s.in_flight) {
-    // Requests hold a slot for their whole generation. The slots in use cannot show a demand
-    // beyond the slots there are: a fleet short of slots has them all busy and a queue behind.
-    // The demand is the arrival rate times the time a request holds a slot (Little's law, the
-    // hold measured as slot-seconds per request admitted over the long window), and the
-    // requests queued for a slot are drained within a cold start, as the prefill backlog is.
-    double slots = *s.in_flight;
-    if (wl.admitted >= kMinAdmitted && x > 0) {
-      const double hold_s = wl.in_flight_s / wl.admitted;
-      slots = std::max(slots, d_now / x * hold_s + s.queue.value_or(0) * hold_s / drain_s);
-    }
-    const int c_slots = ceil_count(slots / (*cap.max_in_flight * cap.in_flight_target));
-    base_hard = std::max(base_hard, c_slots);
-    base_hard_less_noise = std::max(base_hard_less_noise, c_slots);
-    if (c_slots > occupied) occupied = c_slots, occupied_by = "in-flight slots";
-    if (c_slots > base) base = c_slots, bound = "in-flight slots";
-  }
-  if (s.prefill_backlog_tokens && p > 0 && tau > 0 && x > 0) {
-    // Prompt tokens waiting, drained within drain_s on top of the load: sizing for the TTFT
-    // budget instead would start dozens that come too late. With a standby tier the backlog is
-    // what wakes it at once, rather than the demand windows a few seconds later.
-    const double backlog_s = *s.prefill_backlog_tokens * (x / ((1 - h) * p));
-    const int c_backlog = ceil_count(d + backlog_s / drain_s);
-    base_hard = std::max(base_hard, c_backlog);
-    base_hard_less_noise = std::max(base_hard_less_noise, ceil_count(load_less_noise + backlog_s / drain_s));
-    if (c_backlog > base) base = c_backlog, bound = "backlog";
-  }
+  // What binds now (binds_now.h): KV, slots, a backlog.
+  const auto hard = binds_now(cfg, s, wl,
+                              {.now = d_now, .planned = d, .planned_less_noise = load_less_noise, .service_s = x,
+                               .prompt_tokens = p, .hit_ratio = h, .tau_s = tau, .drain_s = drain_s});
+  std::string bound = "prefill";
+  if (hard.kv > base) base = hard.kv, bound = "KV";
+  if (hard.slots > base) base = hard.slots, bound = "in-flight slots";
+  if (hard.backlog > base) base = hard.backlog, bound = "backlog";
 
   // ---- burst memory: what a swing within a promotion or cold start would need -----------
   auto series = st.history;
@@ -178,7 +147,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // the need and were filled; beyond them it is the model's estimate, which the SLO may not have
   // needed. Not a backlog: how fast one must drain is the model's choice, not a state a burst
   // brings back.
-  record_hard_need(st, in.t, std::min(occupied, in.active), occupied_by, memory);
+  record_hard_need(st, in.t, std::min(hard.occupied(), in.active), hard.occupied_by(), memory);
   double prior_load = 0;  // the largest load the starting fleet serves within the SLO, faded
   if (prior) {
     double lo = 0, hi = static_cast<double>(st.initial_capacity);
@@ -305,12 +274,12 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // (a wave's crest at 12.4 replicas of load on 13, its queue of 20k-token prompts) that arrive
   // a cold start later and put no first token in time that the held fleet missed.
   {
-    const int keep = std::max(held_now, base_hard_less_noise);
+    const int keep = std::max(held_now, hard.all_less_noise());
     const bool measured_ok = out.view.attainment && !short_of_target;
     if (prior && age < learn && measured_ok && active > keep && held_now >= st.initial_capacity && headroom <= 1) {
       start_only(keep, "learning",
                  "learning, the starting " + std::to_string(st.initial_capacity) + " meet the SLO (" + measured_text() +
-                     ")" + (base_hard > keep ? ", and drain the backlog on top of the load less its noise (" +
+                     ")" + (hard.all() > keep ? ", and drain the backlog on top of the load less its noise (" +
                                                    num(load_less_noise) + ")"
                                              : std::string()) +
                      (keep > held_now ? "; starting " + std::to_string(keep - held_now) + " for what binds now" : ""));
@@ -335,7 +304,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
   const double rise = climb_per_cold_start(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
   const double load_held_for = rise > 0 ? (d_now + rise) * headroom : load_less_noise;
-  const int serves = std::max(base_hard_less_noise, for_load(load_held_for));
+  const int serves = std::max(hard.all_less_noise(), for_load(load_held_for));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     const std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +
