@@ -272,7 +272,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // load it would be drained on top of is an estimate, and a fleet measured to meet the SLO
   // serves a load within its noise. Near the fleet's edge any queue otherwise starts replicas
   // (a wave's crest at 12.4 replicas of load on 13, its queue of 20k-token prompts) that arrive
-  // a cold start later and put no first token in time that the held fleet missed.
+  // a cold start later, after the crest, and leave the attainment where the held fleet had it.
   {
     const int keep = std::max(held_now, hard.all_less_noise());
     const bool measured_ok = out.view.attainment && !short_of_target;
