@@ -9,8 +9,8 @@
 
 namespace tidegate::scaler::detail {
 
-// The load the backlog is drained on top of, and what the requests cost; all in replicas and
-// seconds of one replica's prefill.
+// The load the backlog is drained on top of (in replicas of prefill load), and what a request
+// costs (seconds of one replica's prefill, prompt tokens, the share of them cached).
 struct LoadForBinds {
   double now = 0;                 // the window's load (no SLO headroom)
   double planned = 0;             // ... times the SLO loop's headroom
