@@ -17,7 +17,8 @@ struct BurstHold {
 
 // `held_now`: the replicas routed or on their way. The short and filled fleets are only held,
 // never started for; the step below a served fleet is started for when the fleet has fallen
-// under it.
-BurstHold burst_hold(const PolicyState& state, double t, int held_now);
+// under it. The step is taken only when the SLO window's unused miss budget covers what it
+// risks (burst_hold.cc).
+BurstHold burst_hold(const PolicyConfig& cfg, const PolicyState& state, double t, int held_now);
 
 }  // namespace tidegate::scaler::detail

@@ -106,15 +106,24 @@ void record_burst(PolicyState& st, double t, bool in_burst, int active, double m
       const auto rate = miss_rate({st.burst_met, st.burst_total}, z);
       if (st.burst_total > 0 && rate.upper <= budget && own >= largest) st.served_t = t, st.served_fleet = st.burst_fewest;
       if (st.burst_total > 0 && rate.lower > budget) st.burst_short_fleet = std::max(st.burst_short_fleet, st.burst_fewest);
+      st.bursts.push_back({t, st.burst_total});
       st.burst_start_t = st.burst_below_since = -1;
       st.burst_end_t = t;
     }
   }
+  while (!st.bursts.empty() && st.bursts.front().first <= t - memory_s) st.bursts.pop_front();
   // Kept while bursts go on: one that vouches for nothing smaller leaves the last step standing.
   // So is a burst's shortfall. Bursts of a recurring process differ in size: the memory of their
   // load forgets a large one after burst_memory_s, while smaller ones go on vouching for steps
   // down, and the next large one then meets a fleet below the one it was short with.
   if (st.burst_end_t <= t - memory_s) st.served_t = -1, st.served_fleet = 0, st.burst_short_fleet = 0;
+}
+
+RememberedBursts remembered_bursts(const PolicyState& st) {
+  RememberedBursts out;
+  out.count = static_cast<int>(st.bursts.size());
+  for (const auto& [end, first_tokens] : st.bursts) out.most_first_tokens = std::max(out.most_first_tokens, first_tokens);
+  return out;
 }
 
 RememberedFleet last_burst_served(const PolicyState& st, double t) {

@@ -75,6 +75,12 @@ void record_burst(PolicyState& state, double t, bool in_burst, int active, doubl
 // The fleet that last served the largest burst within the SLO, and how long ago that burst
 // ended; {0, 0} when none is remembered.
 RememberedFleet last_burst_served(const PolicyState& state, double t);
+// The bursts that ended within the memory: how many, and the most first tokens one brought.
+struct RememberedBursts {
+  int count = 0;
+  double most_first_tokens = 0;
+};
+RememberedBursts remembered_bursts(const PolicyState& state);
 
 // Runs of the history above `level`: the longest finished one, and how long the current one
 // (if the last sample is above) has lasted (-1 when it is not above).

@@ -329,7 +329,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
 
   // Under bursty demand, what the bursts measured keep (burst_hold.h).
   if (bursty) {
-    if (const auto hold = burst_hold(st, in.t, held_now); hold.replicas > active) {
+    if (const auto hold = burst_hold(cfg, st, in.t, held_now); hold.replicas > active) {
       floors += hold.why;
       raise_active(hold.replicas);
       out.reason_code = "burst_memory";

@@ -50,4 +50,18 @@ inline PolicyInput tick(double t, double rate, double tokens, int active, std::o
 inline bool in_burst(int t) { return t % 300 < 60; }
 inline double burst_rate(int t) { return in_burst(t) ? 80 : 2; }
 
+// Bursts as frequent as a step below a served fleet needs (burst_hold.cc): 80 req/s for 30 s
+// every 200 s, 2 req/s between them, with a burst memory of 1200 s (six bursts) and an SLO window
+// of an hour. A step risks a seventh of a burst's 2,400 first tokens, which the window's 1% budget
+// covers once it holds about fourteen bursts. (A burst is recorded a demand window and a tail
+// after it ends, before the next begins.)
+inline bool in_frequent_burst(int t) { return t % 200 < 30; }
+inline double frequent_burst_rate(int t) { return in_frequent_burst(t) ? 80 : 2; }
+inline PolicyConfig frequent_bursts_config() {
+  auto c = short_memory_config();
+  c.burst_memory_s = 1200;
+  c.slo.window_s = 3600;
+  return c;
+}
+
 }  // namespace tidegate::scaler::work_inputs

@@ -250,6 +250,7 @@ struct PolicyState {
   double served_t = -1;
   int served_fleet = 0;
   int burst_short_fleet = 0;
+  std::deque<std::pair<double, double>> bursts;  // (end, first tokens) of those within the memory
   double first_t = -1;          // first call
   int initial_capacity = -1;    // active + starting at the first call (the learning floor)
   double last_work_t = -1;      // last sample with work signals
