@@ -3,7 +3,8 @@
 // load asks for: a fleet the SLO was measured short with in a burst (by a demand window, for the
 // burst memory; by a whole burst beyond chance, while bursts go on), one whose KV or in-flight
 // slots the requests filled, and one step below the fleet that served the largest burst
-// remembered within the SLO.
+// remembered within the SLO (that fleet itself while the SLO window's unused budget does not
+// cover what the step risks).
 #include <string>
 
 #include "tidegate/scaler/policy.h"
