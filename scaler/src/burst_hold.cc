@@ -7,7 +7,8 @@
 
 namespace tidegate::scaler::detail {
 
-BurstHold burst_hold(const PolicyConfig& cfg, const PolicyState& st, double t, int held_now) {
+BurstHold burst_hold(const PolicyConfig& cfg, const PolicyState& st, double t, int held_now,
+                     const FirstTokens& window) {
   BurstHold out;
   auto keep = [&](int replicas, std::string why) {
     if (replicas > out.replicas) out = {replicas, "; keeping " + std::to_string(replicas) + ": " + std::move(why)};
@@ -49,9 +50,8 @@ BurstHold burst_hold(const PolicyConfig& cfg, const PolicyState& st, double t, i
     const int shortest = std::max(short_fleet.replicas, st.burst_short_fleet);
     const bool step_was_short = shortest > 0 && shortest + 1 >= served.replicas;
     const auto bursts = remembered_bursts(st);
-    const auto window = first_tokens(st.ttft, t - cfg.slo.window_s);
-    const double budget = 1 - cfg.slo.attainment;
-    const double spare = std::max(0.0, (budget - miss_rate(window, cfg.noise_z).upper) * window.total);
+    const double spare =
+        std::max(0.0, unused_budget(window, 1 - cfg.slo.attainment, cfg.noise_z) * window.total);
     const double risk = bursts.most_first_tokens / (bursts.count + 1);
     const std::string served_by = "the largest burst remembered (" + fmt("%.0f", served.age_s) +
                                   "s ago) was served within the SLO by " + std::to_string(served.replicas);

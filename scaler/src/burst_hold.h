@@ -7,6 +7,7 @@
 // cover what the step risks).
 #include <string>
 
+#include "demand.h"
 #include "tidegate/scaler/policy.h"
 
 namespace tidegate::scaler::detail {
@@ -19,7 +20,8 @@ struct BurstHold {
 // `held_now`: the replicas routed or on their way. The short and filled fleets are only held,
 // never started for; the step below a served fleet is started for when the fleet has fallen
 // under it. The step is taken only when the SLO window's unused miss budget covers what it
-// risks (burst_hold.cc).
-BurstHold burst_hold(const PolicyConfig& cfg, const PolicyState& state, double t, int held_now);
+// risks (burst_hold.cc); `window` is that window's first tokens, as the SLO loop measured them.
+BurstHold burst_hold(const PolicyConfig& cfg, const PolicyState& state, double t, int held_now,
+                     const FirstTokens& window);
 
 }  // namespace tidegate::scaler::detail

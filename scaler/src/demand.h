@@ -41,6 +41,9 @@ struct MissRate {
   double lower = 0, upper = 0;
 };
 MissRate miss_rate(const FirstTokens& f, double z);
+// The share of first tokens the budget leaves unspent, the miss rate taken at its upper bound
+// (negative when the window may have spent more than the budget).
+inline double unused_budget(const FirstTokens& f, double budget, double z) { return budget - miss_rate(f, z).upper; }
 
 // Notes the active replicas at t (kept over `window_s`) and, when that window was measured
 // short of the SLO (`short_of_slo`), the fewest of them while its misses came: a fleet

@@ -74,7 +74,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       headroom = std::min(cfg.max_headroom,
                           1 + cfg.headroom_gain * std::min(1.0, (cfg.slo.attainment - *out.view.attainment) / budget));
     if (cfg.slo_loop_spends_budget)
-      eps = std::clamp(budget - miss_rate(measured, cfg.noise_z).upper, budget / 2, budget);
+      eps = std::clamp(unused_budget(measured, budget, cfg.noise_z), budget / 2, budget);
   }
   eps = std::max(1e-6, eps);
   out.view.queueing_budget = eps;
@@ -329,7 +329,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
 
   // Under bursty demand, what the bursts measured keep (burst_hold.h).
   if (bursty) {
-    if (const auto hold = burst_hold(cfg, st, in.t, held_now); hold.replicas > active) {
+    if (const auto hold = burst_hold(cfg, st, in.t, held_now, measured); hold.replicas > active) {
       floors += hold.why;
       raise_active(hold.replicas);
       out.reason_code = "burst_memory";
