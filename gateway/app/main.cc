@@ -7,6 +7,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,33 +44,62 @@ int usage(int code) {
   return code;
 }
 
+// Signals are read synchronously. Before any thread of ours exists, main blocks the handled
+// signals; every thread inherits the block, and one thread reads them from a signalfd. A signal
+// sent before that thread runs stays pending rather than lost. (Handlers that wrote to a pipe
+// lost signals under ThreadSanitizer, which defers a handler to a later call in the thread the
+// signal landed on: one SIGHUP in thirty sent just after "listening", and every SIGTERM after a
+// reload that came that early.) Threads a library starts before main (OpenBLAS) do not block
+// them, so a handler that writes the signal to a pipe stays installed for those, and the reader
+// waits on both. The signalfd does not block: a signal it showed pending may be taken by such a
+// thread before the read, and the byte then comes on the pipe.
 int g_signal_pipe[2] = {-1, -1};
+int g_signal_fd = -1;
 
 extern "C" void on_signal(int sig) {
   const auto byte = static_cast<unsigned char>(sig);
   [[maybe_unused]] auto n = ::write(g_signal_pipe[1], &byte, 1);  // async-signal-safe
 }
 
-bool install_signal_pipe() {
+bool install_signal_readers() {
   if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return false;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGHUP, SIGTERM, SIGINT})
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : {SIGHUP, SIGTERM, SIGINT}) {
     if (::sigaction(sig, &sa, nullptr) != 0) return false;
+    sigaddset(&handled, sig);
+  }
   std::signal(SIGPIPE, SIG_IGN);
-  return true;
+  if (const int rc = ::pthread_sigmask(SIG_BLOCK, &handled, nullptr); rc != 0) {
+    errno = rc;
+    return false;
+  }
+  g_signal_fd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  return g_signal_fd >= 0;
 }
 
 // Blocks until a signal arrives; returns its number.
 int next_signal() {
+  pollfd fds[2] = {{g_signal_fd, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0}};
   for (;;) {
-    unsigned char byte = 0;
-    const auto n = ::read(g_signal_pipe[0], &byte, 1);
-    if (n == 1) return byte;
-    if (n < 0 && errno == EINTR) continue;
-    return SIGTERM;  // the pipe broke: shut down rather than spin
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return SIGTERM;  // cannot wait: shut down rather than spin
+    }
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo info{};
+      if (::read(g_signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+        return static_cast<int>(info.ssi_signo);
+    }
+    if (fds[1].revents & POLLIN) {
+      unsigned char byte = 0;
+      if (::read(g_signal_pipe[0], &byte, 1) == 1) return byte;
+    }
+    if ((fds[0].revents | fds[1].revents) & (POLLERR | POLLHUP | POLLNVAL)) return SIGTERM;
   }
 }
 
@@ -173,9 +206,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Signals become bytes on a pipe that one thread reads. Blocking them and using sigwait is
-  // not enough here: libraries (OpenBLAS) start threads before main with signals unblocked.
-  if (!install_signal_pipe()) {
+  // Before any thread of ours starts (see install_signal_readers).
+  if (!install_signal_readers()) {
     log::error("gateway.signal_setup_failed", {{"error", std::strerror(errno)}});
     return 1;
   }

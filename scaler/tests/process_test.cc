@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -40,21 +42,33 @@ struct ProcessTest : ::testing::Test {
                      "/{replica}.env; exec /usr/bin/python3 -m http.server {port} --bind 127.0.0.1 --directory " + dir};
     c.env = {{"CUDA_VISIBLE_DEVICES", "{gpu}"}};
     c.gpus = {3, 5};
-    c.port_from = 30000 + (::getpid() % 20000);
+    // Below Linux's ephemeral range (32768-60999 by default): a port there can be taken by any
+    // test's outgoing connection between the actuator's check and the child's bind, and the
+    // child then exits at once (seen under CI load).
+    c.port_from = 20000 + (::getpid() % 10000);
     c.port_to = c.port_from + 50;
     c.stop_grace_s = 3;
+    c.log_dir = dir;  // a child that dies says why in a failure message
     return c;
   }
-  // Observes until `pred` holds or 20 s pass.
+  // Observes until `pred` holds or 20 s (times TIDEGATE_TEST_SLOWDOWN) pass. On a timeout the
+  // failure lists what was observed and the children's logs; callers ASSERT on the result
+  // before indexing it.
   template <class Pred>
   PoolObservation wait_for(Actuator& a, Pred pred) {
+    const char* slow = std::getenv("TIDEGATE_TEST_SLOWDOWN");
+    const int rounds = 200 * std::max(1, slow ? std::atoi(slow) : 1);
     PoolObservation obs;
-    for (int i = 0; i < 200; ++i) {
+    std::string seen;
+    for (int i = 0; i < rounds; ++i) {
       obs = a.observe();
+      for (const auto& r : obs.replicas)
+        if (r.exited) seen += r.id + " exited (" + r.detail + "): " + slurp(dir + "/" + r.id + ".log") + "\n";
       if (pred(obs)) return obs;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ADD_FAILURE() << "condition not reached";
+    for (const auto& r : obs.replicas) seen += r.id + (r.ready ? " ready\n" : " not ready\n");
+    ADD_FAILURE() << "condition not reached; observed:\n" << seen;
     return obs;
   }
 };
@@ -68,6 +82,7 @@ TEST_F(ProcessTest, StartsWaitsForHealthSubstitutesAndStops) {
   obs = wait_for(*a, [](const PoolObservation& o) {
     return o.replicas.size() == 2 && o.replicas[0].ready && o.replicas[1].ready;
   });
+  ASSERT_EQ(obs.replicas.size(), 2u);
   const auto c = config();
   for (const auto& r : obs.replicas) {
     EXPECT_GE(r.endpoint.port, c.port_from);
@@ -95,6 +110,7 @@ TEST_F(ProcessTest, DeathIsReportedOnce) {
   const pid_t pid = std::stoi(slurp(dir + "/m-1.pid"));
   ::kill(pid, SIGKILL);
   const auto obs = wait_for(*a, [](const PoolObservation& o) { return !o.replicas.empty() && o.replicas[0].exited; });
+  ASSERT_FALSE(obs.replicas.empty());
   EXPECT_EQ(obs.replicas[0].detail, "killed by signal 9");
   EXPECT_TRUE(a->observe().replicas.empty());
 }

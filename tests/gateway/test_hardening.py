@@ -119,6 +119,20 @@ def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
         assert httpx.post(gw.url + "/v1/chat/completions", json=chat(), timeout=10).status_code == 200
 
 
+def test_signals_sent_at_once_after_start_are_each_acted_on(env):
+    # Signals sent just after "listening" were sometimes lost under ThreadSanitizer: one landed on
+    # a thread being born, and then a SIGTERM after an early reload never drained the gateway.
+    # Now they are blocked in every thread of the gateway and read from a signalfd by one.
+    with FakeUpstream() as up:
+        for _ in range(4):
+            gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
+            with gw:
+                gw.signal(signal.SIGHUP)  # (two sent at once may merge into one: signals do not queue)
+                wait_until(lambda: any("gateway.reloaded" in l for l in gw.log), what="reload")
+            # Leaving the block sent SIGTERM at once, and close() asserted a clean exit.
+            assert any("gateway.exit" in l for l in gw.log), gw.log[-5:]
+
+
 def test_client_request_ids_never_reach_the_log_unless_printable(env):
     with FakeUpstream() as up, Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
         body = json.dumps(chat()).encode()
