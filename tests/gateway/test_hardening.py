@@ -123,7 +123,20 @@ def test_signals_sent_at_once_after_start_are_each_acted_on(env):
     # Signals sent just after "listening" were sometimes lost under ThreadSanitizer: one landed on
     # a thread being born, and then a SIGTERM after an early reload never drained the gateway.
     # Now they are blocked in every thread of the gateway and read from a signalfd by one.
+    handled = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
     with FakeUpstream() as up:
+        with Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
+            # Which threads may take them: /proc says, per thread, which signals it blocks. The
+            # main thread and the two workers ("threads: 2") block them; only threads a library
+            # started before main may not.
+            masks = {}
+            for tid in os.listdir(f"/proc/{gw.proc.pid}/task"):
+                with open(f"/proc/{gw.proc.pid}/task/{tid}/status") as f:
+                    line = next(l for l in f if l.startswith("SigBlk:"))
+                masks[int(tid)] = int(line.split()[1], 16)
+            blocking = [t for t, m in masks.items() if m & handled == handled]
+            assert gw.proc.pid in blocking, masks
+            assert len(blocking) >= 3, masks
         for _ in range(4):
             gw = Gateway(env.tidegate, model_yaml("m", [up.port]))
             with gw:
