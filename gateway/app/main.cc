@@ -46,10 +46,10 @@ int usage(int code) {
 
 // Signals are read synchronously. Before any thread of ours exists, main blocks the handled
 // signals; every thread inherits the block, and one thread reads them from a signalfd. A signal
-// sent before that thread runs stays pending rather than lost. (Handlers that wrote to a pipe
-// lost signals under ThreadSanitizer, which defers a handler to a later call in the thread the
-// signal landed on: one SIGHUP in thirty sent just after "listening", and every SIGTERM after a
-// reload that came that early.) Threads a library starts before main (OpenBLAS) do not block
+// sent before that thread runs stays pending rather than lost. (A handler on any thread lost
+// signals under ThreadSanitizer, which defers a handler to a later call in the thread the signal
+// landed on and drops it on a thread being born: one SIGHUP in thirty sent just after
+// "listening" was never acted on.) Threads a library starts before main (OpenBLAS) do not block
 // them, so a handler that writes the signal to a pipe stays installed for those, and the reader
 // waits on both. The signalfd does not block: a signal it showed pending may be taken by such a
 // thread before the read, and the byte then comes on the pipe.
