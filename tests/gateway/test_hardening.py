@@ -120,9 +120,9 @@ def test_sighup_with_a_huge_tag_label_fails_the_reload_only(env):
 
 
 def test_signals_sent_at_once_after_start_are_each_acted_on(env):
-    # Signals sent just after "listening" were sometimes lost under ThreadSanitizer: one landed on
-    # a thread being born, and then a SIGTERM after an early reload never drained the gateway.
-    # Now they are blocked in every thread of the gateway and read from a signalfd by one.
+    # A SIGHUP sent just after "listening" was sometimes never acted on under ThreadSanitizer,
+    # which drops a signal that lands on a thread being born (every thread had the handler then).
+    # Now every thread of the gateway blocks them, and one reads them from a signalfd.
     handled = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
     with FakeUpstream() as up:
         with Gateway(env.tidegate, model_yaml("m", [up.port])) as gw:
