@@ -58,9 +58,11 @@ TEST(SmoothDemand, ALoadClearlyAboveWhatTheFleetServesStillStartsReplicas) {
 }
 
 // A steady 26 req/s of 1000 tokens (2.6 replicas of load) on 3 replicas, for 700 s; `signals`:
-// whether first tokens are counted, and `met` of them in time; optionally a standby tier.
-Decision steady(bool signals, double met, bool standby_tier = false) {
+// whether first tokens are counted, and `met` of them in time; optionally a standby tier, and a
+// cold start other than 60 s.
+Decision steady(bool signals, double met, bool standby_tier = false, double cold_start_s = 60) {
   auto cfg = config();
+  cfg.cold_start_s = cold_start_s;
   if (standby_tier) cfg.tiers = {{"sleeping", 0.2, 5}};
   PolicyState st;
   Decision d;
@@ -86,6 +88,23 @@ TEST(SmoothDemand, ALoadWithinItsNoiseOfTheEdgeStartsOnlyWithoutTheMeasurementsW
   // 0.9% late: within the budget as far as chance tells, but not proven so; the model's 4.
   const auto unproven = steady(true, 0.991);
   EXPECT_EQ(unproven.desired, 4) << unproven.reason;
+}
+
+TEST(SmoothDemand, AReplicaIsNotStartedForMissesTheUnusedBudgetAbsorbs) {
+  // 0.2% late: the measurement vouches for the 3 and leaves 108 first tokens of the window's
+  // budget unused (its misses at their upper bound). The model would size the load less its
+  // noise at 4 for the budget's share it spends at any moment, but what it gives the 3 at the
+  // load (2.6) over the cold start a replica takes to come fits those 108: the 3 are kept.
+  const auto paced = steady(true, 0.998);
+  EXPECT_EQ(paced.desired, 3) << paced.reason;
+  EXPECT_EQ(paced.reason_code, "slo_met") << paced.reason;
+  EXPECT_NE(paced.reason.find("late first tokens in a cold start, within the 108 the SLO window has to spare"),
+            std::string::npos)
+      << paced.reason;
+  // 0.4% late leaves 70 to spare: fewer than the model gives the 3 over a 60 s cold start, so the
+  // fourth is started; over a 30 s one they fit.
+  EXPECT_EQ(steady(true, 0.996).desired, 4);
+  EXPECT_EQ(steady(true, 0.996, false, 30).desired, 3);
 }
 
 // 20 req/s on 3 replicas, every first token in time, for 600 s; then a climb of `per_s` req/s
