@@ -49,4 +49,9 @@ int servers_for(double a, double s, double eps, int max_c, double cv2) {
   }
 }
 
+int servers_within(double a, double s, double eps, double arrivals, double spare, int max_c, double cv2) {
+  const double share = arrivals > 0 ? spare / arrivals : 0.0;  // nothing to pace: the eps share
+  return servers_for(a, s, std::clamp(share, eps, 1.0), max_c, cv2);
+}
+
 }  // namespace tidegate::scaler::queueing

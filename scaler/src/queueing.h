@@ -19,4 +19,9 @@ double queueing_misses(int c, double a, double s, double cv2 = 1);
 // Smallest c > a such that queueing_misses(c, a, s, cv2) <= eps, at most max_c. 0 when a <= 0.
 int servers_for(double a, double s, double eps, int max_c, double cv2 = 1);
 
+// Smallest c > a whose queueing misses among `arrivals` requests fit `spare` of them, or the
+// servers_for(eps) fleet if that is smaller: a stretch's misses paid from a budget counted in
+// requests (an SLO window's unused part), not a share of each moment's. At most max_c.
+int servers_within(double a, double s, double eps, double arrivals, double spare, int max_c, double cv2 = 1);
+
 }  // namespace tidegate::scaler::queueing

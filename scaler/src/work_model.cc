@@ -304,38 +304,35 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       measured.total >= kMinTtftSamples && budget > 0 && miss_rate(measured, cfg.noise_z).upper <= budget;
   const double rise = climb_per_cold_start(st.history, in.t, cold_start_s, d_now, noise, cfg.noise_z);
   const double load_held_for = rise > 0 ? (d_now + rise) * headroom : load_less_noise;
-  // The SLO is a share of the window's first tokens, not of each minute's: a fleet whose
-  // measured misses leave part of the window's budget unused may run short of the model's
-  // margin at a crest while what it would miss fits in that part. A replica started now serves
-  // a cold start from now, and each later tick asks again with what has come since, so the
-  // question is whether the misses the model gives the fleet at that load for one cold start
-  // (arrivals x cold start x their modelled miss rate) fit the unused budget (misses at their
-  // upper bound). At the few replicas of a small pool one more is a third or half of the fleet,
-  // and starting it for a crest that the budget absorbs cost 2-12% over the static fleet on
-  // the smooth six-hour rows.
+  // Nor for misses the window's unused budget absorbs: the SLO is a share of the window's first
+  // tokens, not of each minute's. A replica started now serves a cold start from now, and each
+  // tick asks again with what has come since, so what counts is whether the misses the model
+  // gives the held fleet over one cold start, at the load expected (not less its noise), fit
+  // the budget less the misses at their upper bound. At a small pool's few replicas one more is
+  // a third or half of the fleet: started for crests the budget absorbed, it cost the smooth
+  // six-hour rows 2-12% over the static fleet.
   const double spare = std::max(0.0, unused_budget(measured, budget, cfg.noise_z) * measured.total);
-  // Paced at the load expected (not less its noise): the budget is spent on what is likely to
-  // come, and the rule above already holds the fleet for a load within its noise.
   const double load_paced = rise > 0 ? load_held_for : d;
-  auto late_in_a_cold_start = [&](int c) {
-    return load_paced / x * cold_start_s * queueing::queueing_misses(c, load_paced, tau / x, service.cv2);
-  };
+  const double arrivals_in_a_cold_start = x > 0 ? load_paced / x * cold_start_s : 0;
   const int for_held_load = for_load(load_held_for);
-  int paced = for_held_load;
-  if (vouched && load_paced > 0 && x > 0) {
-    const double late_allowed = spare / (load_paced / x * cold_start_s);
-    paced = std::min(for_load(load_paced), queueing::servers_for(load_paced, tau / x, std::clamp(late_allowed, eps, 1.0),
-                                                                 max_c, service.cv2));
-  }
+  const int paced = vouched && x > 0 ? std::min(for_load(load_paced),
+                                                queueing::servers_within(load_paced, tau / x, eps, arrivals_in_a_cold_start,
+                                                                         spare, max_c, service.cv2))
+                                     : for_held_load;
   const int serves = std::max(hard.all_less_noise(), std::min(for_held_load, paced));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
-    std::string why = rise > 0 ? "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) +
-                                     " for the " + num(d_now + rise) + " it reaches by then"
-                               : " and serve the load less its noise (" + num(load_less_noise) + ")";
-    if (keep < for_held_load)
-      why += "; at " + num(load_paced) + " the model gives them " + num(late_in_a_cold_start(keep), 0) +
-             " late first tokens in a cold start, within the " + num(spare, 0) + " the SLO window has to spare";
+    std::string why;
+    if (keep < for_held_load)  // kept by the budget, not by the model at its share of it
+      why = "; at " + num(load_paced) + (rise > 0 ? " (the load climbs " + num(rise) + " a cold start)" : "") +
+            " the model gives them " +
+            num(arrivals_in_a_cold_start * queueing::queueing_misses(keep, load_paced, tau / x, service.cv2), 0) +
+            " late first tokens in a cold start, within the " + num(spare, 0) + " the SLO window has to spare";
+    else if (rise > 0)
+      why = "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) + " for the " +
+            num(d_now + rise) + " it reaches by then";
+    else
+      why = " and serve the load less its noise (" + num(load_less_noise) + ")";
     start_only(keep, "slo_met",
                "smooth demand, the held " + std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +
                    (base > keep ? why : std::string()));

@@ -35,6 +35,22 @@ TEST(Queueing, ServersGrowWithLoadVariabilityAndTightness) {
   EXPECT_GT(queueing::queueing_misses(base - 1, 8, 8), 0.005);
 }
 
+TEST(Queueing, ServersWithinASpareCountOfMissesForAStretch) {
+  // 8 replicas of load at 2 service times of slack: the 0.5% share sizes the fleet at `base`.
+  const int base = queueing::servers_for(8, 2, 0.005, 1000);
+  // Over a stretch of 1000 arrivals, a spare of 50 misses allows a 5% share: fewer replicas,
+  // the fewest whose modelled misses there fit the 50.
+  const int within = queueing::servers_within(8, 2, 0.005, 1000, 50, 1000);
+  EXPECT_LT(within, base);
+  EXPECT_LE(1000 * queueing::queueing_misses(within, 8, 2), 50);
+  EXPECT_GT(1000 * queueing::queueing_misses(within - 1, 8, 2), 50);
+  // A spare smaller than the share allows, or no arrivals to count, changes nothing.
+  EXPECT_EQ(queueing::servers_within(8, 2, 0.005, 1000, 1, 1000), base);
+  EXPECT_EQ(queueing::servers_within(8, 2, 0.005, 0, 50, 1000), base);
+  // A spare as large as the stretch's arrivals: the smallest fleet above the load, never at it.
+  EXPECT_EQ(queueing::servers_within(8, 2, 0.005, 1000, 5000, 1000), 9);
+}
+
 TEST(WorkModel, LargestSwingIgnoresNoiseAndLooksAtEveryWindow) {
   std::deque<PolicyState::LoadSample> s;
   for (int i = 0; i < 100; ++i) s.push_back({5.0 * i, i >= 40 && i < 52 ? 6.0 : 1.0, 0.1});
