@@ -310,23 +310,26 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // gives the held fleet over one cold start, at the load expected (not less its noise), fit
   // the budget less the misses at their upper bound. At a small pool's few replicas one more is
   // a third or half of the fleet: started for crests the budget absorbed, it cost the smooth
-  // six-hour rows 2-12% over the static fleet. Not in a climb: a crest passes, a climb goes on
-  // past the cold start, and each start it delays delays every later one (a mooncake wave fell
-  // from 99.07% to 98.998% so).
+  // six-hour rows 2-12% over the static fleet. In a climb the load paced is the highest it is
+  // known to reach: what a cold start of the climb brings, or the crest the history remembers
+  // if higher. A climb towards a remembered crest goes on past the cold start, and a start put
+  // off there puts off every later one (a six-hour mooncake wave fell from 99.07% to 98.998%
+  // when the budget was paced over the next cold start's load alone).
   const double spare = std::max(0.0, unused_budget(measured, budget, cfg.noise_z) * measured.total);
-  const double arrivals_in_a_cold_start = x > 0 ? d / x * cold_start_s : 0;
+  const double load_paced = rise > 0 ? std::max(load_held_for, peak * headroom) : d;
+  const double arrivals_in_a_cold_start = x > 0 ? load_paced / x * cold_start_s : 0;
   const int for_held_load = for_load(load_held_for);
-  const int paced = vouched && rise <= 0 && x > 0
-                        ? std::min(for_load(d), queueing::servers_within(d, tau / x, eps, arrivals_in_a_cold_start, spare,
-                                                                          max_c, service.cv2))
-                        : for_held_load;
+  const int paced = vouched && x > 0 ? std::min(for_load(load_paced),
+                                                queueing::servers_within(load_paced, tau / x, eps, arrivals_in_a_cold_start,
+                                                                         spare, max_c, service.cv2))
+                                     : for_held_load;
   const int serves = std::max(hard.all_less_noise(), std::min(for_held_load, paced));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
     const int keep = std::max(serves, held_now);
     std::string why;
     if (keep < for_held_load)  // kept by the budget, not by the model at its share of it
-      why = "; at " + num(d) + " the model gives them " +
-            num(arrivals_in_a_cold_start * queueing::queueing_misses(keep, d, tau / x, service.cv2), 0) +
+      why = "; at " + num(load_paced) + (rise > 0 ? " (as high as the load climbs)" : "") + " the model gives them " +
+            num(arrivals_in_a_cold_start * queueing::queueing_misses(keep, load_paced, tau / x, service.cv2), 0) +
             " late first tokens in a cold start, within the " + num(spare, 0) + " the SLO window has to spare";
     else if (rise > 0)
       why = "; the load climbs " + num(rise) + " a cold start: " + std::to_string(keep) + " for the " +

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "tidegate/scaler/policy.h"
 #include "work_model_inputs.h"
@@ -134,14 +135,28 @@ TEST(SmoothDemand, AClimbIsNotTakenForNoise) {
   EXPECT_NE(slow.reason.find("smooth demand, the held 3 meet the SLO"), std::string::npos) << slow.reason;
 }
 
-TEST(SmoothDemand, TheUnusedBudgetIsNotSpentInAClimb) {
-  // A climb of 1.2 req/s a minute, 5 minutes in: the load (2.5 replicas) rose by more than noise
-  // explains, and what it reaches a cold start on needs 4. The misses the model gives the held 3
-  // there over a cold start would just fit the window's unused budget, but a climb goes on past
-  // the cold start, and a start put off now puts off every later one: the 4th is started.
-  const auto d = ramp_at(0.02, 900);
+TEST(SmoothDemand, InAClimbTheBudgetMustCoverTheHighestLoadItReaches) {
+  // A wave of 1.4 to 3.6 replicas of load, 30 minutes a period, on the held 3, every first token
+  // in time. Halfway up its second climb (2.5, rising) the model wants 4 for what a cold start
+  // of the climb brings, and the misses it gives the 3 there over a cold start would fit the
+  // window's unused budget; but the climb goes on to the crest the history remembers (3.6),
+  // which the 3 cannot serve, and a start put off now puts off every later one: the 4th starts.
+  auto cfg = config();
+  cfg.burst_memory_s = 3600;
+  auto wave = [](int t) {
+    const double phase = std::fmod(t, 1800.0) / 900.0;
+    return 14 + 22 * (phase < 1 ? phase : 2 - phase);
+  };
+  PolicyState st;
+  Decision d;
+  for (int t = 0; t <= 2250; ++t) d = decide(cfg, st, tick(t, wave(t), 1000, 3, 1.0));
   EXPECT_GE(d.desired, 4) << d.reason;
   EXPECT_EQ(d.reason.find("has to spare"), std::string::npos) << d.reason;
+  // A climb beyond anything remembered reaches, as far as anyone knows, what a cold start of it
+  // brings: there the budget pays for one cold start, as for a crest.
+  const auto ramp = ramp_at(0.02, 900);
+  EXPECT_EQ(ramp.desired, 3) << ramp.reason;
+  EXPECT_NE(ramp.reason.find("(as high as the load climbs) the model gives them"), std::string::npos) << ramp.reason;
 }
 
 TEST(SmoothDemand, OffWithAStandbyTier) {
