@@ -338,7 +338,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       why = " and serve the load less its noise (" + num(load_less_noise) + ")";
     start_only(keep, "slo_met",
                "smooth demand, the held " + std::to_string(held_now) + " meet the SLO (" + measured_text() + ")" +
-                   (base > keep ? why : std::string()));
+                   (base > keep || keep < for_held_load ? why : std::string()));
   }
 
   // A replica started now serves from a cold start on. Inside a burst that every burst seen
