@@ -310,7 +310,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // gives the held fleet over one cold start, at the load expected (not less its noise), fit
   // the budget less the misses at their upper bound. At a small pool's few replicas one more is
   // a third or half of the fleet: started for crests the budget absorbed, it cost the smooth
-  // six-hour rows 2-12% over the static fleet. In a climb the load paced is the highest it is
+  // six-hour rows 1-12% over the static fleet. In a climb the load paced is the highest it is
   // known to reach: what a cold start of the climb brings, or the crest the history remembers
   // if higher. A climb towards a remembered crest goes on past the cold start, and a start put
   // off there puts off every later one (a six-hour mooncake wave fell from 99.07% to 98.998%
@@ -319,9 +319,9 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   const double load_paced = rise > 0 ? std::max(load_held_for, peak * headroom) : d;
   const double arrivals_in_a_cold_start = x > 0 ? load_paced / x * cold_start_s : 0;
   const int for_held_load = for_load(load_held_for);
-  const int paced = vouched && x > 0 ? std::min(for_load(load_paced),
-                                                queueing::servers_within(load_paced, tau / x, eps, arrivals_in_a_cold_start,
-                                                                         spare, max_c, service.cv2))
+  // servers_within is never above for_load(load_paced), the same servers_for at the eps share.
+  const int paced = vouched && x > 0 ? queueing::servers_within(load_paced, tau / x, eps, arrivals_in_a_cold_start,
+                                                                spare, max_c, service.cv2)
                                      : for_held_load;
   const int serves = std::max(hard.all_less_noise(), std::min(for_held_load, paced));
   if (!bursty && tiers.empty() && vouched && held_now > 0 && active > std::max(serves, held_now)) {
