@@ -411,7 +411,7 @@ LONG22_REPEAT = 4
 # burst, the fleet held for the next is released and started again a cold start before the
 # earliest the next burst is expected, a one-sided prediction bound on the gaps seen (Student's
 # t), the chance that it comes earlier paid from the SLO window's unused budget. Looked at on
-# six onoff rows of long21, long22 and long4 (azure onoff 0.85/50 of long21: 1.000 -> 0.874x
+# the twelve onoff rows of long21, long22 and long4 (azure onoff 0.85/50 of long21: 1.000 -> 0.874x
 # static at the same attainment). long23: variant seed 231, loads 0.9 and 2.2 at 65 and 110 s
 # cold starts; long24: variant seed 241, loads 0.6 and 1.5 at 45 and 95 s; each trace played 4
 # times. Criterion, set now, against the policy of d1d5c41: on `long23` and `long24` no row
