@@ -59,7 +59,7 @@ TSAN_TARGETS = tidegate tidegate-sim tidegate_app_tests tidegate_gateway_tests t
   tidegate_common_tests tidegate_cost_tests tidegate_scaler_integration_test tidegate_scaler_scaler_test \
   tidegate_scaler_process_test tidegate_scaler_engines_test tidegate_scaler_kubernetes_test tidegate_scaler_lifecycle_routing_test \
   tidegate_redis_tests tidegate_ratelimit_tests tidegate_scaler_leader_election_test tidegate_scaler_lease_api_test tidegate_scaler_scaler_election_test
-TSAN_SKIP = ^(sim|kernels|replay|routing|app\.scaler|bench)\.|^multi_gateway\.leader_|^cache\.eval_(smoke|candidates_dump)$$|^cost\.(dashboard_browser|promtool_.*|grafana_dashboard)$$|^scaler\.(policy|work_model|standby|measured_burst|burst_by_burst|smooth_demand|backlog|lifecycle|signals|config|manifests)$$
+TSAN_SKIP = ^(sim|kernels|replay|routing|app\.scaler|bench)\.|^multi_gateway\.leader_|^cache\.eval_(smoke|candidates_dump)$$|^cost\.(dashboard_browser|promtool_.*|grafana_dashboard)$$|^scaler\.(policy|work_model|standby|measured_burst|burst_by_burst|smooth_demand|backlog|quiet_gap|lifecycle|signals|config|manifests)$$
 build-tsan: setup
 	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIDEGATE_TSAN=ON -DTIDEGATE_CUDA=OFF -DTIDEGATE_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_TSAN) -j $(JOBS) --target $(TSAN_TARGETS)

@@ -111,6 +111,7 @@ void parse_work_model(const YAML::Node& n, const std::string& path, PolicyConfig
   c.noise_z = yaml_double(n, "noise_z", path, c.noise_z, 0.0, 10.0);
   c.learn_s = yaml_seconds(n, "learn", path, c.learn_s);
   c.hold_starting_fleet = yaml_bool(n, "hold_starting_fleet", path, c.hold_starting_fleet);
+  c.quiet_gaps = yaml_bool(n, "quiet_gaps", path, c.quiet_gaps);
   if (const auto pr = n["predictive"]) {
     const auto pp = path_join(path, "predictive");
     require_map(pr, pp);
@@ -149,7 +150,7 @@ PolicyConfig parse_policy(const YAML::Node& n, const std::string& path) {
                       {"min_replicas", "max_replicas", "scale_to_zero", "targets", "stable_window", "panic_window",
                        "panic_threshold", "scale_down_stabilization", "tolerance", "scale_up", "scale_down", "schedule",
                        "work_model", "headroom", "capacity", "slo", "cold_start", "demand_window", "demand_short_window",
-                       "burst_memory", "noise_z", "learn", "hold_starting_fleet", "predictive", "slo_loop", "tiers"});
+                       "burst_memory", "noise_z", "learn", "hold_starting_fleet", "quiet_gaps", "predictive", "slo_loop", "tiers"});
   PolicyConfig c;
   c.min_replicas = static_cast<int>(yaml_int(n, "min_replicas", path, 1, 0, 10000));
   c.max_replicas = static_cast<int>(yaml_int(n, "max_replicas", path, 8, 0, 10000));

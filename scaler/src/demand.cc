@@ -107,11 +107,13 @@ void record_burst(PolicyState& st, double t, bool in_burst, int active, double m
       if (st.burst_total > 0 && rate.upper <= budget && own >= largest) st.served_t = t, st.served_fleet = st.burst_fewest;
       if (st.burst_total > 0 && rate.lower > budget) st.burst_short_fleet = std::max(st.burst_short_fleet, st.burst_fewest);
       st.bursts.push_back({t, st.burst_total});
+      st.burst_spans.push_back({st.burst_start_t, st.burst_below_since});
       st.burst_start_t = st.burst_below_since = -1;
       st.burst_end_t = t;
     }
   }
   while (!st.bursts.empty() && st.bursts.front().first <= t - memory_s) st.bursts.pop_front();
+  while (!st.burst_spans.empty() && st.burst_spans.front().second <= t - memory_s) st.burst_spans.pop_front();
   // Kept while bursts go on: one that vouches for nothing smaller leaves the last step standing.
   // So is a burst's shortfall. Bursts of a recurring process differ in size: the memory of their
   // load forgets a large one after burst_memory_s, while smaller ones go on vouching for steps

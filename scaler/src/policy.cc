@@ -132,6 +132,9 @@ Decision decide(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& in)
   // default the window is a cold start: capacity released and needed again sooner cost more
   // GPU time than it saved, and its users waited for it.
   const double window = cfg.scale_down_stabilization_s.value_or(cold);
+  // A release for a quiet gap has its own break-even: the fleet is started again before the next
+  // burst can come (quiet_gap.h), so what the window guards against is already priced.
+  if (work.quiet_gap && desired == work.active) st.recommendations.clear(), st.plan_recommendations.clear();
   const int tiers_sum = std::accumulate(d.desired_tiers.begin(), d.desired_tiers.end(), 0);
   // Starts in progress are capacity too: cancelling one for a dip throws its load time away.
   const int held = hold_highest(st.recommendations, in.t, window, in.decided_elsewhere ? std::max(desired, in.active) : desired);

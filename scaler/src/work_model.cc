@@ -8,6 +8,7 @@
 #include "burst_hold.h"
 #include "demand.h"
 #include "queueing.h"
+#include "quiet_gap.h"
 #include "target_tracking.h"
 
 namespace tidegate::scaler::detail {
@@ -141,7 +142,10 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   record_held(st, in.t, in.active, cfg.demand_window_s, short_lately, memory);
   const auto ep = episodes(series, burst_level);
   const double tick_total = std::max(0.0, s.ttft_total.value_or(0));  // as record_signals takes them
-  record_burst(st, in.t, ep.current_age >= 0, in.active, std::clamp(s.ttft_met.value_or(0), 0.0, tick_total), tick_total,
+  // A burst that came while the fleet was out for a quiet gap (quiet_gap.h) met it on its way
+  // back: served, it vouches for the fleet coming back, not for the few it began with.
+  const int burst_fleet = std::max(in.active, st.gap_released_from);
+  record_burst(st, in.t, ep.current_age >= 0, burst_fleet, std::clamp(s.ttft_met.value_or(0), 0.0, tick_total), tick_total,
                series, cfg.noise_z, budget, cfg.demand_window_s, memory);
   // What the requests in the fleet occupy (KV, slots), up to the replicas active: those served
   // the need and were filled; beyond them it is the model's estimate, which the SLO may not have
@@ -257,7 +261,8 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
     const double a = *out.view.attainment;
     return num(a * 100, 2) + "%" + (a < cfg.slo.attainment ? ", short by no more than chance" : "");
   };
-  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment && !short_of_target)
+  if (bursty && active > held_now && held_now >= st.initial_capacity && out.view.attainment && !short_of_target &&
+      st.gap_released_from == 0)
     start_only(held_now, "slo_met", "bursty demand, the held " + std::to_string(held_now) + " meet the SLO (" +
                                         measured_text() + ")");
 
@@ -359,6 +364,39 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
       floors += hold.why;
       raise_active(hold.replicas);
       out.reason_code = "burst_memory";
+    }
+  }
+
+  // Under bursty demand whose bursts keep time, the fleet held for the next burst is released
+  // in the gap and started again before that burst can come (quiet_gap.h). A standby tier's
+  // margin sleeps at its own price already.
+  if (bursty && tiers.empty() && (cfg.quiet_gaps || st.gap_released_from > 0)) {
+    const auto gap = quiet_gap(st, spare, cfg.slo.window_s, cold_start_s, cfg.demand_short_window_s + kBucketS);
+    const bool between_bursts = st.burst_start_t < 0 && ep.current_age < 0;
+    // Nor in a climb: a load rising beyond its noise is on its way somewhere, gap or not.
+    const bool quiet = cfg.quiet_gaps && gap.known && between_bursts && vouched && rise <= 0 && in.t < gap.restore_t &&
+                       (st.gap_released_from > 0 || in.t + cold_start_s <= gap.restore_t);
+    if (quiet && active > base) {
+      if (st.gap_released_from == 0) st.gap_released_from = std::max(active, held_now);
+      st.gap_restore_t = gap.restore_t;
+      floors += "; quiet gap: " + std::to_string(gap.gaps) + " gaps between bursts (mean " + num(gap.mean_gap, 0) +
+                "s, sd " + num(gap.sd_gap, 0) + "s) put the next no sooner than " + num(gap.onset - in.t, 0) +
+                "s from now (" + num(gap.risk * 100, 2) + "% that it comes earlier, within the " + num(spare, 0) +
+                " first tokens to spare): " + std::to_string(active) + " released to " + std::to_string(base) +
+                ", started again in " + num(gap.restore_t - in.t, 0) + "s";
+      cum -= active - base;
+      active = base;
+      out.reason_code = "quiet_gap";
+      out.quiet_gap = true;
+    } else if (st.gap_released_from > 0) {
+      // Back to what would have been held for the next burst without the release.
+      const auto hold = burst_hold(cfg, st, in.t, std::max(held_now, st.gap_released_from), measured);
+      if (hold.replicas > active) {
+        floors += "; the quiet gap ends: started again" + hold.why;
+        raise_active(hold.replicas);
+        out.reason_code = "quiet_gap";
+      }
+      if (held_now >= active) st.gap_released_from = 0, st.gap_restore_t = -1;
     }
   }
 

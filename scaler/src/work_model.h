@@ -14,6 +14,7 @@ struct WorkPlan {
   bool any = false;   // the pool has reported work signals (now or before)
   bool lost = false;  // they stopped: the plan holds what it had
   int active = 0;
+  bool quiet_gap = false;  // released for a quiet gap: no stabilisation window holds it (quiet_gap.h)
   std::vector<int> tiers;  // per PolicyConfig::tiers
   WorkView view;
   std::string reason_code;

@@ -85,6 +85,7 @@ struct PolicyConfig {
   double noise_z = 3;               // swings within z standard errors of noise are not bursts
   double learn_s = 0;               // hold the starting capacity in full this long; 0 = half the burst memory
   bool hold_starting_fleet = true;  // the starting fleet counts as a possible burst (learn, then fade)
+  bool quiet_gaps = true;           // release the fleet in gaps the bursts' timing says are quiet
   double predictive_period_s = 0;   // > 0: a floor from the demand one period ago (daily peaks)
   double headroom_gain = 0.5;       // SLO loop: extra demand per unit of miss-budget overrun
   double max_headroom = 1.5;        // ... at most this multiple of the measured demand
@@ -165,7 +166,7 @@ inline constexpr std::string_view kReasonCodes[] = {
     "target_tracking", "within_tolerance", "panic",        "from_zero",       "stabilised",
     "rate_limited",    "min_replicas",     "max_replicas", "scheduled_min",   "no_signals",
     "starting_covers", "work_demand",      "burst_memory", "slo_feedback",    "learning",
-    "predictive",      "signal_lost",     "burst_ends_first", "slo_met",
+    "predictive",      "signal_lost",     "burst_ends_first", "slo_met",   "quiet_gap",
 };
 
 // What the work model saw and planned, for explanations and the admin API.
@@ -251,6 +252,12 @@ struct PolicyState {
   int served_fleet = 0;
   int burst_short_fleet = 0;
   std::deque<std::pair<double, double>> bursts;  // (end, first tokens) of those within the memory
+  // (start, fell below its level) of the same bursts: the gaps between them time the next one.
+  std::deque<std::pair<double, double>> burst_spans;
+  // Released in a gap the bursts' timing says is quiet (quiet_gap.h): the active fleet before
+  // the release (0 when none is out), to be started again by `gap_restore_t`.
+  int gap_released_from = 0;
+  double gap_restore_t = -1;
   double first_t = -1;          // first call
   int initial_capacity = -1;    // active + starting at the first call (the learning floor)
   double last_work_t = -1;      // last sample with work signals

@@ -1,0 +1,86 @@
+#include "quiet_gap.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "demand.h"
+
+namespace tidegate::scaler::detail {
+namespace {
+
+// Fewer gaps say too little of their spread: Student's t widens the bound as the sample shrinks,
+// but four gaps are also the first quarter-hour or so of most bursty traffic worth timing.
+constexpr int kMinGaps = 5;
+
+// Simpson's rule over [a, b] of cos(x)^k, an even number of steps. T with dof d is sqrt(d)·tan(x)
+// for x whose density is proportional to cos(x)^(d-1) on (-pi/2, pi/2): a smooth, bounded
+// integrand, unlike t's own density over an infinite range.
+double cos_power_integral(double a, double b, double k) {
+  constexpr int kSteps = 128;
+  const double h = (b - a) / kSteps;
+  double sum = 0;
+  for (int i = 0; i <= kSteps; ++i) {
+    const double w = i == 0 || i == kSteps ? 1 : (i % 2 ? 4 : 2);
+    sum += w * std::pow(std::max(0.0, std::cos(a + i * h)), k);
+  }
+  return sum * h / 3;
+}
+
+}  // namespace
+
+double student_t_upper(double tail, double dof) {
+  if (!(tail < 0.5)) return 0;
+  if (!(tail > 0) || !(dof > 0)) return INFINITY;
+  const double k = dof - 1, whole = cos_power_integral(0, M_PI / 2, k);  // half the mass
+  double lo = 0, hi = M_PI / 2;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (cos_power_integral(mid, M_PI / 2, k) / (2 * whole) > tail ? lo : hi) = mid;
+  }
+  return std::sqrt(dof) * std::tan((lo + hi) / 2);
+}
+
+QuietGap quiet_gap(const PolicyState& st, double spare, double window_s, double cold_start_s, double lag_s) {
+  QuietGap out;
+  const auto& spans = st.burst_spans;  // (start, fell below its level), oldest first
+  const int n = static_cast<int>(spans.size()) - 1;
+  out.gaps = std::max(0, n);
+  if (n < kMinGaps) return out;
+  std::vector<double> gaps;
+  double cycles = 0;
+  for (int i = 0; i < n; ++i) {
+    gaps.push_back(spans[i + 1].first - spans[i].second);
+    cycles += spans[i + 1].first - spans[i].first;
+  }
+  double mean = 0;
+  for (double g : gaps) mean += g;
+  mean /= n;
+  double var = 0;
+  for (double g : gaps) var += (g - mean) * (g - mean);
+  out.mean_gap = mean;
+  out.sd_gap = std::sqrt(var / (n - 1));
+  out.mean_cycle = cycles / n;
+  // What an early burst may cost is paid from the window's unused budget: each of the window's
+  // bursts (window / mean cycle of them) may come early with chance `risk` and then, at worst,
+  // miss all its first tokens (as many as the most a remembered burst brought). An expectation,
+  // as the step below a served fleet (burst_hold.cc) is priced.
+  const auto bursts = remembered_bursts(st);
+  const double per_window = window_s / std::max(kBucketS, out.mean_cycle);
+  if (!(spare > 0) || !(bursts.most_first_tokens > 0)) return out;
+  out.risk = std::min(0.5, spare / (per_window * bursts.most_first_tokens));
+  // The next gap, as a draw from the same process as the n seen: a one-sided prediction bound,
+  // Student's t for a spread known only from them (the gaps taken as normal; gaps are bounded
+  // below by zero and mostly skewed the other way, so the normal's lower tail is the longer).
+  // Never later than the shortest gap seen.
+  const double t = student_t_upper(out.risk, n - 1);
+  const double bound = std::min(*std::min_element(gaps.begin(), gaps.end()),
+                                mean - t * out.sd_gap * std::sqrt(1 + 1.0 / n));
+  if (!(bound > 0)) return out;
+  out.known = true;
+  out.onset = spans.back().second + bound - lag_s;
+  out.restore_t = out.onset - cold_start_s;
+  return out;
+}
+
+}  // namespace tidegate::scaler::detail

@@ -1,0 +1,28 @@
+#pragma once
+// Bursts that keep time: when the gaps between the bursts remembered say how soon the next can
+// come, the fleet held for it need not idle through the whole gap. It is released once a burst
+// is over and started again a cold start before the earliest the next burst is expected, with
+// the chance that it comes earlier paid for by the SLO window's unused miss budget. Pure.
+#include "tidegate/scaler/policy.h"
+
+namespace tidegate::scaler::detail {
+
+struct QuietGap {
+  bool known = false;    // enough gaps, and budget to spare, to time the next burst
+  int gaps = 0;          // gaps between the bursts remembered
+  double mean_gap = 0, sd_gap = 0, mean_cycle = 0;
+  double risk = 0;       // chance allowed, per burst, that it comes before `onset`
+  double onset = 0;      // the next burst's start, at the earliest (absolute time)
+  double restore_t = 0;  // when the fleet must be started again to be ready by then
+};
+
+// `spare`: first tokens the SLO window may still miss (its budget less the misses at their upper
+// bound); `window_s`: that window; `lag_s`: how late a burst's start is seen (the bursts are timed
+// by the load history, so a start is noted that much after the requests began).
+QuietGap quiet_gap(const PolicyState& state, double spare, double window_s, double cold_start_s, double lag_s);
+
+// Upper quantile of Student's t with `dof` degrees of freedom: the t for which P(T > t) = tail.
+// (0, 0.5] -> [0, inf); by bisection on its distribution function.
+double student_t_upper(double tail, double dof);
+
+}  // namespace tidegate::scaler::detail
