@@ -4,7 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "burst_hold.h"
 #include "demand.h"
+#include "target_tracking.h"
 
 namespace tidegate::scaler::detail {
 namespace {
@@ -80,6 +82,29 @@ QuietGap quiet_gap(const PolicyState& st, double spare, double window_s, double 
   out.known = true;
   out.onset = spans.back().second + bound - lag_s;
   out.restore_t = out.onset - cold_start_s;
+  return out;
+}
+
+GapStep quiet_gap_step(const PolicyConfig& cfg, PolicyState& st, const GapInputs& in) {
+  GapStep out{.active = in.planned};
+  if (!cfg.quiet_gaps && st.gap_released_from == 0) return out;
+  const auto gap = quiet_gap(st, in.spare, cfg.slo.window_s, in.cold_start_s, cfg.demand_short_window_s + kBucketS);
+  const bool quiet = cfg.quiet_gaps && gap.known && in.between_bursts && in.vouched && !in.climbing &&
+                     in.t < gap.restore_t && (st.gap_released_from > 0 || in.t + in.cold_start_s <= gap.restore_t);
+  if (quiet && in.planned > in.base) {
+    if (st.gap_released_from == 0) st.gap_released_from = std::max(in.planned, in.held_now);
+    out = {in.base, true,
+           "; quiet gap: " + std::to_string(gap.gaps) + " gaps between bursts (mean " + fmt("%.0f", gap.mean_gap) +
+               "s, sd " + fmt("%.0f", gap.sd_gap) + "s) put the next no sooner than " + fmt("%.0f", gap.onset - in.t) +
+               "s from now (" + fmt("%.2f", gap.risk * 100) + "% that it comes earlier, within the " +
+               fmt("%.0f", in.spare) + " first tokens to spare): " + std::to_string(in.planned) + " released to " +
+               std::to_string(in.base) + ", started again in " + fmt("%.0f", gap.restore_t - in.t) + "s"};
+  } else if (st.gap_released_from > 0) {
+    // Back to what would have been held for the next burst without the release.
+    const auto hold = burst_hold(cfg, st, in.t, std::max(in.held_now, st.gap_released_from), in.window);
+    if (hold.replicas > in.planned) out = {hold.replicas, false, "; the quiet gap ends: started again" + hold.why};
+    if (in.held_now >= out.active) st.gap_released_from = 0;
+  }
   return out;
 }
 

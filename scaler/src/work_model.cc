@@ -370,34 +370,15 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // Under bursty demand whose bursts keep time, the fleet held for the next burst is released
   // in the gap and started again before that burst can come (quiet_gap.h). A standby tier's
   // margin sleeps at its own price already.
-  if (bursty && tiers.empty() && (cfg.quiet_gaps || st.gap_released_from > 0)) {
-    const auto gap = quiet_gap(st, spare, cfg.slo.window_s, cold_start_s, cfg.demand_short_window_s + kBucketS);
-    const bool between_bursts = st.burst_start_t < 0 && ep.current_age < 0;
-    // Nor in a climb: a load rising beyond its noise is on its way somewhere, gap or not.
-    const bool quiet = cfg.quiet_gaps && gap.known && between_bursts && vouched && rise <= 0 && in.t < gap.restore_t &&
-                       (st.gap_released_from > 0 || in.t + cold_start_s <= gap.restore_t);
-    if (quiet && active > base) {
-      if (st.gap_released_from == 0) st.gap_released_from = std::max(active, held_now);
-      st.gap_restore_t = gap.restore_t;
-      floors += "; quiet gap: " + std::to_string(gap.gaps) + " gaps between bursts (mean " + num(gap.mean_gap, 0) +
-                "s, sd " + num(gap.sd_gap, 0) + "s) put the next no sooner than " + num(gap.onset - in.t, 0) +
-                "s from now (" + num(gap.risk * 100, 2) + "% that it comes earlier, within the " + num(spare, 0) +
-                " first tokens to spare): " + std::to_string(active) + " released to " + std::to_string(base) +
-                ", started again in " + num(gap.restore_t - in.t, 0) + "s";
-      cum -= active - base;
-      active = base;
-      out.reason_code = "quiet_gap";
-      out.quiet_gap = true;
-    } else if (st.gap_released_from > 0) {
-      // Back to what would have been held for the next burst without the release.
-      const auto hold = burst_hold(cfg, st, in.t, std::max(held_now, st.gap_released_from), measured);
-      if (hold.replicas > active) {
-        floors += "; the quiet gap ends: started again" + hold.why;
-        raise_active(hold.replicas);
-        out.reason_code = "quiet_gap";
-      }
-      if (held_now >= active) st.gap_released_from = 0, st.gap_restore_t = -1;
-    }
+  if (bursty && tiers.empty()) {
+    const auto step = quiet_gap_step(cfg, st,
+                                     {.t = in.t, .cold_start_s = cold_start_s, .spare = spare, .window = measured,
+                                      .between_bursts = st.burst_start_t < 0 && ep.current_age < 0,
+                                      .vouched = vouched, .climbing = rise > 0, .base = base, .planned = active,
+                                      .held_now = held_now});
+    if (step.released) cum -= active - step.active, active = step.active, out.quiet_gap = true;
+    else if (step.active > active) raise_active(step.active);
+    if (!step.why.empty()) floors += step.why, out.reason_code = "quiet_gap";
   }
 
   out.active = active;

@@ -255,9 +255,8 @@ struct PolicyState {
   // (start, fell below its level) of the same bursts: the gaps between them time the next one.
   std::deque<std::pair<double, double>> burst_spans;
   // Released in a gap the bursts' timing says is quiet (quiet_gap.h): the active fleet before
-  // the release (0 when none is out), to be started again by `gap_restore_t`.
+  // the release, until it is on its way back (0 when none is out).
   int gap_released_from = 0;
-  double gap_restore_t = -1;
   double first_t = -1;          // first call
   int initial_capacity = -1;    // active + starting at the first call (the learning floor)
   double last_work_t = -1;      // last sample with work signals
