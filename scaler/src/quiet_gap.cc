@@ -43,26 +43,45 @@ double student_t_upper(double tail, double dof) {
   return std::sqrt(dof) * std::tan((lo + hi) / 2);
 }
 
+namespace {
+
+struct Spread {
+  double mean = 0, sd = 0, least = 0;
+};
+Spread spread(const std::vector<double>& v) {
+  Spread out;
+  for (double x : v) out.mean += x;
+  out.mean /= static_cast<double>(v.size());
+  double var = 0;
+  for (double x : v) var += (x - out.mean) * (x - out.mean);
+  out.sd = std::sqrt(var / static_cast<double>(v.size() - 1));
+  out.least = *std::min_element(v.begin(), v.end());
+  return out;
+}
+
+}  // namespace
+
 QuietGap quiet_gap(const PolicyState& st, double spare, double window_s, double cold_start_s, double lag_s) {
   QuietGap out;
   const auto& spans = st.burst_spans;  // (start, fell below its level), oldest first
   const int n = static_cast<int>(spans.size()) - 1;
   out.gaps = std::max(0, n);
   if (n < kMinGaps) return out;
-  std::vector<double> gaps;
-  double cycles = 0;
+  // Bursts keep time either from their starts (a schedule: a job every ten minutes, however long
+  // it runs) or from their ends (a pause after each). The clock is the one whose intervals spread
+  // less. A start is also timed more sharply: the short demand window shows it within seconds,
+  // while an end shows only as the long window forgets the burst.
+  std::vector<double> gaps, cycles;
   for (int i = 0; i < n; ++i) {
     gaps.push_back(spans[i + 1].first - spans[i].second);
-    cycles += spans[i + 1].first - spans[i].first;
+    cycles.push_back(spans[i + 1].first - spans[i].first);
   }
-  double mean = 0;
-  for (double g : gaps) mean += g;
-  mean /= n;
-  double var = 0;
-  for (double g : gaps) var += (g - mean) * (g - mean);
-  out.mean_gap = mean;
-  out.sd_gap = std::sqrt(var / (n - 1));
-  out.mean_cycle = cycles / n;
+  const Spread by_end = spread(gaps), by_start = spread(cycles);
+  out.from_starts = by_start.sd <= by_end.sd;
+  const Spread& clock = out.from_starts ? by_start : by_end;
+  out.mean_gap = clock.mean;
+  out.sd_gap = clock.sd;
+  out.mean_cycle = by_start.mean;
   // What an early burst may cost is paid from the window's unused budget: each of the window's
   // bursts (window / mean cycle of them) may come early with chance `risk` and then, at worst,
   // miss all its first tokens (as many as the most a remembered burst brought). An expectation,
@@ -71,16 +90,15 @@ QuietGap quiet_gap(const PolicyState& st, double spare, double window_s, double 
   const double per_window = window_s / std::max(kBucketS, out.mean_cycle);
   if (!(spare > 0) || !(bursts.most_first_tokens > 0)) return out;
   out.risk = std::min(0.5, spare / (per_window * bursts.most_first_tokens));
-  // The next gap, as a draw from the same process as the n seen: a one-sided prediction bound,
-  // Student's t for a spread known only from them (the gaps taken as normal; gaps are bounded
-  // below by zero and mostly skewed the other way, so the normal's lower tail is the longer).
-  // Never later than the shortest gap seen.
+  // The next interval, as a draw from the same process as the n seen: a one-sided prediction
+  // bound, Student's t for a spread known only from them (the intervals taken as normal; they are
+  // bounded below by zero and mostly skewed the other way, so the normal's lower tail is the
+  // longer). Never later than the shortest seen.
   const double t = student_t_upper(out.risk, n - 1);
-  const double bound = std::min(*std::min_element(gaps.begin(), gaps.end()),
-                                mean - t * out.sd_gap * std::sqrt(1 + 1.0 / n));
+  const double bound = std::min(clock.least, clock.mean - t * clock.sd * std::sqrt(1 + 1.0 / n));
   if (!(bound > 0)) return out;
   out.known = true;
-  out.onset = spans.back().second + bound - lag_s;
+  out.onset = (out.from_starts ? spans.back().first : spans.back().second) + bound - lag_s;
   out.restore_t = out.onset - cold_start_s;
   return out;
 }
@@ -94,7 +112,7 @@ GapStep quiet_gap_step(const PolicyConfig& cfg, PolicyState& st, const GapInputs
   if (quiet && in.planned > in.base) {
     if (st.gap_released_from == 0) st.gap_released_from = std::max(in.planned, in.held_now);
     out = {in.base, true,
-           "; quiet gap: " + std::to_string(gap.gaps) + " gaps between bursts (mean " + fmt("%.0f", gap.mean_gap) +
+           "; quiet gap: " + std::to_string(gap.gaps) + (gap.from_starts ? " intervals between bursts' starts" : " gaps between bursts") + " (mean " + fmt("%.0f", gap.mean_gap) +
                "s, sd " + fmt("%.0f", gap.sd_gap) + "s) put the next no sooner than " + fmt("%.0f", gap.onset - in.t) +
                "s from now (" + fmt("%.2f", gap.risk * 100) + "% that it comes earlier, within the " +
                fmt("%.0f", in.spare) + " first tokens to spare): " + std::to_string(in.planned) + " released to " +

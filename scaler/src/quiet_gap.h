@@ -13,7 +13,9 @@ namespace tidegate::scaler::detail {
 struct QuietGap {
   bool known = false;    // enough gaps, and budget to spare, to time the next burst
   int gaps = 0;          // gaps between the bursts remembered
-  double mean_gap = 0, sd_gap = 0, mean_cycle = 0;
+  bool from_starts = false;  // timed from start to start (else from an end to the next start)
+  double mean_gap = 0, sd_gap = 0;  // of the intervals it is timed by
+  double mean_cycle = 0;            // start to start
   double risk = 0;       // chance allowed, per burst, that it comes before `onset`
   double onset = 0;      // the next burst's start, at the earliest (absolute time)
   double restore_t = 0;  // when the fleet must be started again to be ready by then

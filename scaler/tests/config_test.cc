@@ -31,6 +31,7 @@ constexpr const char* kFull = R"(scaler:
         panic_window: 3s
         scale_down_stabilization: 2m
         scale_up: {max_step: 4}
+        quiet_gaps: false
         schedule:
           - {days: [mon, tue, wed, thu, fri], from: "08:00", to: "18:30", min_replicas: 3}
     - model: mistral
@@ -65,6 +66,8 @@ TEST(ScalerConfig, ParsesAFullSection) {
   EXPECT_EQ(p.signals.gpus, (std::vector<int>{0, 1}));
   EXPECT_DOUBLE_EQ(p.policy.stable_window_s, 30);
   EXPECT_EQ(p.policy.scale_up_max_step, 4);
+  EXPECT_FALSE(p.policy.quiet_gaps);
+  EXPECT_TRUE(c->pools[1].policy.quiet_gaps);  // on by default
   EXPECT_DOUBLE_EQ(*p.policy.targets.kv_usage, 0.8);
   ASSERT_EQ(p.policy.schedule.size(), 1u);
   EXPECT_EQ(p.policy.schedule[0].days_mask, 0b0111110u);
@@ -107,6 +110,8 @@ TEST(ScalerConfig, RejectsBadInputNamingKeyAndLine) {
       {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      lifecycle: {warm_pool_size: 1}\n"
        "      policy: {min_replicas: 2, max_replicas: 2}\n",
        "scaler.pools[0].lifecycle.warm_pool_size", 5},
+      {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      policy:\n        quiet_gaps: sometimes\n",
+       "scaler.pools[0].policy.quiet_gaps", 6},
       {"scaler:\n  pools:\n    - model: a\n      actuator: {kind: static}\n      signals: {missing_warn_every: 0s}\n",
        "scaler.pools[0].signals.missing_warn_every", 5},
   };
