@@ -425,6 +425,24 @@ LONG23_REPEAT = 4
 LONG24_SETTINGS = [(0.6, 45), (1.5, 95)]
 LONG24_SEEDS = (241,)
 LONG24_REPEAT = 4
+# Judged 2026-12-07 (5b9e96d against d1d5c41's policy): met. long23 20 -> 20 of 20, rows at or
+# below static 14 -> 14, mean ratio 0.9934 -> 0.9922 (one row moved: azure onoff 0.9/65, 1.000
+# -> 0.976 at the same attainment); long24 20 -> 20, 18 -> 18, 0.9901 -> 0.9890 (its two azure
+# onoff rows, 1.000 -> 0.989). The seen sets were not run on that form: it was refined first.
+# `long25`: defined 2026-12-07 (at commit 090b934, before any run of it) to judge that refinement:
+# the bursts' clock is the intervals between their starts or the gaps after their ends, whichever
+# spread less (a start is seen within seconds, an end only as the long window forgets the burst).
+# Looked at on the sixteen onoff rows of long4, long21, long22 and long23. long25: variant seed 251,
+# loads 0.75 and 1.8 at 55 and 125 s cold starts, each trace played 4 times. Criterion, set now,
+# against the policy of d1d5c41: on `long25`, and on `long24` (run once on 5b9e96d's form, not on
+# this one), no row meeting the SLO loses it, the misses do not grow in number, the rows at or
+# below static do not fall in number and the mean ratio to static does not rise; on long24 the
+# onoff rows' mean ratio is no higher than 5b9e96d's form had; on the seen six-hour sets
+# (long4..long23) no row meeting the SLO loses it and the rows at or below static do not fall in
+# number.
+LONG25_SETTINGS = [(0.75, 55), (1.8, 125)]
+LONG25_SEEDS = (251,)
+LONG25_REPEAT = 4
 # Row sets made as a grid: variants as (kind, shape parameters), settings, seeds, and how many
 # times each row plays its trace end to end.
 class RowSet(NamedTuple):
@@ -466,6 +484,7 @@ GRID_SETS = {"fresh": RowSet(_FRESH, FRESH_SETTINGS, FRESH_SEEDS), "fresh2": Row
              "long22": RowSet(_FRESH, LONG22_SETTINGS, LONG22_SEEDS, LONG22_REPEAT),
              "long23": RowSet(_FRESH, LONG23_SETTINGS, LONG23_SEEDS, LONG23_REPEAT),
              "long24": RowSet(_FRESH, LONG24_SETTINGS, LONG24_SEEDS, LONG24_REPEAT),
+             "long25": RowSet(_FRESH, LONG25_SETTINGS, LONG25_SEEDS, LONG25_REPEAT),
              "fresh9": RowSet(_FRESH, FRESH9_SETTINGS, FRESH9_SEEDS)}
 
 
