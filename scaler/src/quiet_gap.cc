@@ -11,15 +11,15 @@
 namespace tidegate::scaler::detail {
 namespace {
 
-// Fewer gaps say too little of their spread: Student's t widens the bound as the sample shrinks,
-// but four gaps are also the first quarter-hour or so of most bursty traffic worth timing.
+// Five intervals at least (an hour of bursts every ten minutes): fewer measure their spread too
+// coarsely for a bound on the next, however Student's t widens it.
 constexpr int kMinGaps = 5;
 
 // Simpson's rule over [a, b] of cos(x)^k, an even number of steps. T with dof d is sqrt(d)·tan(x)
 // for x whose density is proportional to cos(x)^(d-1) on (-pi/2, pi/2): a smooth, bounded
 // integrand, unlike t's own density over an infinite range.
 double cos_power_integral(double a, double b, double k) {
-  constexpr int kSteps = 128;
+  constexpr int kSteps = 64;
   const double h = (b - a) / kSteps;
   double sum = 0;
   for (int i = 0; i <= kSteps; ++i) {
@@ -34,11 +34,14 @@ double cos_power_integral(double a, double b, double k) {
 double student_t_upper(double tail, double dof) {
   if (!(tail < 0.5)) return 0;
   if (!(tail > 0) || !(dof > 0)) return INFINITY;
-  const double k = dof - 1, whole = cos_power_integral(0, M_PI / 2, k);  // half the mass
-  double lo = 0, hi = M_PI / 2;
-  for (int i = 0; i < 60; ++i) {
+  // cos^k is about exp(-k x^2 / 2): beyond 12 of its standard deviations there is nothing to
+  // integrate, and Simpson's steps must stay on the peak for many degrees of freedom.
+  const double k = dof - 1, edge = std::min(M_PI / 2, 12 / std::sqrt(std::max(k, 1.0)));
+  const double whole = cos_power_integral(0, edge, k);  // half the mass
+  double lo = 0, hi = edge;
+  for (int i = 0; i < 40; ++i) {  // to 1e-12 of the angle
     const double mid = (lo + hi) / 2;
-    (cos_power_integral(mid, M_PI / 2, k) / (2 * whole) > tail ? lo : hi) = mid;
+    (cos_power_integral(mid, edge, k) / (2 * whole) > tail ? lo : hi) = mid;
   }
   return std::sqrt(dof) * std::tan((lo + hi) / 2);
 }
@@ -112,8 +115,10 @@ GapStep quiet_gap_step(const PolicyConfig& cfg, PolicyState& st, const GapInputs
   if (quiet && in.planned > in.base) {
     if (st.gap_released_from == 0) st.gap_released_from = std::max(in.planned, in.held_now);
     out = {in.base, true,
-           "; quiet gap: " + std::to_string(gap.gaps) + (gap.from_starts ? " intervals between bursts' starts" : " gaps between bursts") + " (mean " + fmt("%.0f", gap.mean_gap) +
-               "s, sd " + fmt("%.0f", gap.sd_gap) + "s) put the next no sooner than " + fmt("%.0f", gap.onset - in.t) +
+           "; quiet gap: " + std::to_string(gap.gaps) +
+               (gap.from_starts ? " intervals between bursts' starts" : " gaps between bursts") + " (mean " +
+               fmt("%.0f", gap.mean_gap) + "s, sd " + fmt("%.0f", gap.sd_gap) + "s) put the next no sooner than " +
+               fmt("%.0f", gap.onset - in.t) +
                "s from now (" + fmt("%.2f", gap.risk * 100) + "% that it comes earlier, within the " +
                fmt("%.0f", in.spare) + " first tokens to spare): " + std::to_string(in.planned) + " released to " +
                std::to_string(in.base) + ", started again in " + fmt("%.0f", gap.restore_t - in.t) + "s"};

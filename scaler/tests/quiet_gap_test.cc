@@ -27,6 +27,8 @@ TEST(QuietGap, StudentTUpperQuantilesMatchTheTables) {
   EXPECT_NEAR(student_t_upper(0.005, 9), 3.2498, 1e-3);
   EXPECT_NEAR(student_t_upper(0.01, 4), 3.7469, 1e-3);
   EXPECT_NEAR(student_t_upper(0.05, 20), 1.7247, 1e-3);
+  EXPECT_NEAR(student_t_upper(0.05, 2), 2.9200, 1e-3);
+  EXPECT_NEAR(student_t_upper(0.001, 30), 3.3852, 2e-3);
   EXPECT_NEAR(student_t_upper(0.025, 1000), 1.9623, 2e-3);  // towards the normal's 1.96
   EXPECT_EQ(student_t_upper(0.5, 5), 0);
   EXPECT_TRUE(std::isinf(student_t_upper(0, 5)));
