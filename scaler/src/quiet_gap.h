@@ -13,8 +13,7 @@ namespace tidegate::scaler::detail {
 struct QuietGap {
   bool known = false;    // enough gaps, and budget to spare, to time the next burst
   int gaps = 0;          // gaps between the bursts remembered
-  bool from_starts = false;  // timed from start to start (else from an end to the next start)
-  double mean_gap = 0, sd_gap = 0;  // of the intervals it is timed by
+  double mean_gap = 0, sd_gap = 0;  // from a burst's end (its load fell) to the next start
   double mean_cycle = 0;            // start to start
   double risk = 0;       // chance allowed, per burst, that it comes before `onset`
   double onset = 0;      // the next burst's start, at the earliest (absolute time)
