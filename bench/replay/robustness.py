@@ -443,6 +443,13 @@ LONG24_REPEAT = 4
 LONG25_SETTINGS = [(0.75, 55), (1.8, 125)]
 LONG25_SEEDS = (251,)
 LONG25_REPEAT = 4
+# Judged 2026-12-07 (090b934 against d1d5c41's policy): failed. long25's azure mmpp at 0.75/55 lost
+# the SLO (99.78% -> 98.96%): five merged bursts had come at regular-looking start-to-start
+# intervals by chance, and the next came early. Reverted in f19bb63 (gaps from a burst's end, as
+# 5b9e96d). That form on long25, never looked at for it: 20 -> 20 of 20, at or below static 15 -> 15,
+# mean 0.9925 -> 0.9911; on long23/long24 identical to 5b9e96d's rows; on the seen six-hour sets
+# (long19..long22 every row, long4..long18 the on/off rows) no row lost, at or below static
+# 293 -> 297. Rows: bench/replay/quiet/.
 # Row sets made as a grid: variants as (kind, shape parameters), settings, seeds, and how many
 # times each row plays its trace end to end.
 class RowSet(NamedTuple):
