@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <boost/math/distributions/students_t.hpp>
+
 #include "burst_hold.h"
 #include "demand.h"
 #include "target_tracking.h"
@@ -15,35 +17,12 @@ namespace {
 // coarsely for a bound on the next, however Student's t widens it.
 constexpr int kMinGaps = 5;
 
-// Simpson's rule over [a, b] of cos(x)^k, an even number of steps. T with dof d is sqrt(d)·tan(x)
-// for x whose density is proportional to cos(x)^(d-1) on (-pi/2, pi/2): a smooth, bounded
-// integrand, unlike t's own density over an infinite range.
-double cos_power_integral(double a, double b, double k) {
-  constexpr int kSteps = 64;
-  const double h = (b - a) / kSteps;
-  double sum = 0;
-  for (int i = 0; i <= kSteps; ++i) {
-    const double w = i == 0 || i == kSteps ? 1 : (i % 2 ? 4 : 2);
-    sum += w * std::pow(std::max(0.0, std::cos(a + i * h)), k);
-  }
-  return sum * h / 3;
-}
-
 }  // namespace
 
 double student_t_upper(double tail, double dof) {
   if (!(tail < 0.5)) return 0;
-  if (!(tail > 0) || !(dof > 0)) return INFINITY;
-  // cos^k is about exp(-k x^2 / 2): beyond 12 of its standard deviations there is nothing to
-  // integrate, and Simpson's steps must stay on the peak for many degrees of freedom.
-  const double k = dof - 1, edge = std::min(M_PI / 2, 12 / std::sqrt(std::max(k, 1.0)));
-  const double whole = cos_power_integral(0, edge, k);  // half the mass
-  double lo = 0, hi = edge;
-  for (int i = 0; i < 40; ++i) {  // to 1e-12 of the angle
-    const double mid = (lo + hi) / 2;
-    (cos_power_integral(mid, edge, k) / (2 * whole) > tail ? lo : hi) = mid;
-  }
-  return std::sqrt(dof) * std::tan((lo + hi) / 2);
+  if (!(tail > 1e-12) || !(dof > 0)) return INFINITY;  // Boost's policy would throw past that
+  return boost::math::quantile(boost::math::complement(boost::math::students_t(dof), tail));
 }
 
 namespace {
@@ -74,15 +53,12 @@ QuietGap quiet_gap(const PolicyState& st, double spare, double window_s, double 
   // after each burst. (Start to start was tried as the clock where its intervals spread less:
   // five intervals of a Markov-modulated process's merged bursts spread little by chance, a burst
   // came early and took a six-hour row from 99.78% to 98.96%; bench/RESULTS.md.)
-  std::vector<double> gaps, cycles;
-  for (int i = 0; i < n; ++i) {
-    gaps.push_back(spans[i + 1].first - spans[i].second);
-    cycles.push_back(spans[i + 1].first - spans[i].first);
-  }
+  std::vector<double> gaps;
+  for (int i = 0; i < n; ++i) gaps.push_back(spans[i + 1].first - spans[i].second);
   const Spread clock = spread(gaps);
   out.mean_gap = clock.mean;
   out.sd_gap = clock.sd;
-  out.mean_cycle = spread(cycles).mean;
+  out.mean_cycle = (spans.back().first - spans.front().first) / n;  // the starts' intervals telescope
   // What an early burst may cost is paid from the window's unused budget: each of the window's
   // bursts (window / mean cycle of them) may come early with chance `risk` and then, at worst,
   // miss all its first tokens (as many as the most a remembered burst brought). An expectation,
@@ -107,7 +83,10 @@ QuietGap quiet_gap(const PolicyState& st, double spare, double window_s, double 
 GapStep quiet_gap_step(const PolicyConfig& cfg, PolicyState& st, const GapInputs& in) {
   GapStep out{.active = in.planned};
   if (!cfg.quiet_gaps && st.gap_released_from == 0) return out;
-  const auto gap = quiet_gap(st, in.spare, cfg.slo.window_s, in.cold_start_s, cfg.demand_short_window_s + kBucketS);
+  // First tokens the window may still miss: its budget less the misses at their upper bound.
+  const double spare =
+      std::max(0.0, unused_budget(in.window, 1 - cfg.slo.attainment, cfg.noise_z) * in.window.total);
+  const auto gap = quiet_gap(st, spare, cfg.slo.window_s, in.cold_start_s, cfg.demand_short_window_s + kBucketS);
   const bool quiet = cfg.quiet_gaps && gap.known && in.between_bursts && in.vouched && !in.climbing &&
                      in.t < gap.restore_t && (st.gap_released_from > 0 || in.t + in.cold_start_s <= gap.restore_t);
   if (quiet && in.planned > in.base) {
@@ -116,7 +95,7 @@ GapStep quiet_gap_step(const PolicyConfig& cfg, PolicyState& st, const GapInputs
            "; quiet gap: " + std::to_string(gap.gaps) + " gaps between bursts (mean " + fmt("%.0f", gap.mean_gap) + "s, sd " + fmt("%.0f", gap.sd_gap) + "s) put the next no sooner than " +
                fmt("%.0f", gap.onset - in.t) +
                "s from now (" + fmt("%.2f", gap.risk * 100) + "% that it comes earlier, within the " +
-               fmt("%.0f", in.spare) + " first tokens to spare): " + std::to_string(in.planned) + " released to " +
+               fmt("%.0f", spare) + " first tokens to spare): " + std::to_string(in.planned) + " released to " +
                std::to_string(in.base) + ", started again in " + fmt("%.0f", gap.restore_t - in.t) + "s"};
   } else if (st.gap_released_from > 0) {
     // Back to what would have been held for the next burst without the release.

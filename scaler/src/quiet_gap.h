@@ -28,7 +28,6 @@ QuietGap quiet_gap(const PolicyState& state, double spare, double window_s, doub
 // One tick of the release, under bursty demand: the plan's active replicas and why they changed.
 struct GapInputs {
   double t = 0, cold_start_s = 0;
-  double spare = 0;      // first tokens the SLO window may still miss
   FirstTokens window;    // the SLO window's first tokens
   bool between_bursts = false;  // no burst under way, nor in the tail that finishes one
   bool vouched = false;  // the window's miss rate within the budget at its upper bound
@@ -49,7 +48,7 @@ struct GapStep {
 GapStep quiet_gap_step(const PolicyConfig& config, PolicyState& state, const GapInputs& in);
 
 // Upper quantile of Student's t with `dof` degrees of freedom: the t for which P(T > t) = tail.
-// (0, 0.5] -> [0, inf); by bisection on its distribution function.
+// (0, 0.5] -> [0, inf); Boost.Math's.
 double student_t_upper(double tail, double dof);
 
 }  // namespace tidegate::scaler::detail

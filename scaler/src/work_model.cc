@@ -372,7 +372,7 @@ WorkPlan plan_work(const PolicyConfig& cfg, PolicyState& st, const PolicyInput& 
   // margin sleeps at its own price already.
   if (bursty && tiers.empty()) {
     const auto step = quiet_gap_step(cfg, st,
-                                     {.t = in.t, .cold_start_s = cold_start_s, .spare = spare, .window = measured,
+                                     {.t = in.t, .cold_start_s = cold_start_s, .window = measured,
                                       .between_bursts = st.burst_start_t < 0 && ep.current_age < 0,
                                       .vouched = vouched, .climbing = rise > 0, .base = base, .planned = active,
                                       .held_now = held_now});
